@@ -388,6 +388,15 @@ def _halvings(start: int, floor: int) -> list[int]:
     return out
 
 
+def _size_vllm(p: PlanInput, card_gb: float) -> PlanInput:
+    """Colocated vLLM gets what it needs for this group (rounded up to 0.05), not a blanket fraction."""
+    if not (p.use_vllm and p.vllm_mode == "colocate"):
+        return p
+    probe = estimate(replace(p, card_gb=None))
+    need = probe.components["vLLM (colocated)"] + (probe.components["weights"] if p.unsloth else 0.0)
+    return replace(p, vllm_gpu_memory_utilization=min(0.9, max(0.1, math.ceil(need / GIB / card_gb * 20) / 20)))
+
+
 def propose(shape: ModelShape, card_gb: float, base: PlanInput) -> PlanInput:
     """Settings derived from ``base`` that fit ``card_gb`` with a safety margin.
 
@@ -404,22 +413,18 @@ def propose(shape: ModelShape, card_gb: float, base: PlanInput) -> PlanInput:
     else:
         p = replace(p, dtype="bf16" if p.dtype == "fp32" else p.dtype, use_vllm=True)
         gens = [16, 8, 4]
-    if p.use_vllm and p.vllm_mode == "colocate":  # reserve what vLLM needs, not a blanket fraction
-        probe = estimate(replace(p, card_gb=None, num_generations=max(gens)))
-        need = probe.components["vLLM (colocated)"] / GIB + (probe.components["weights"] / GIB if p.unsloth else 0)
-        p = replace(p, vllm_gpu_memory_utilization=min(0.9, max(0.1, math.ceil(need / card_gb * 20) / 20)))
     four_bit = [p.load_in_4bit] + ([True] if p.lora and not p.load_in_4bit else [])
     for completion in _halvings(p.max_completion_length, min(256, p.max_completion_length)):
-        for four in four_bit:
-            for g in gens:
+        for g in gens:
+            for four in four_bit:
                 for b in _halvings(g, 1):
-                    cand = replace(p, max_completion_length=completion, load_in_4bit=four,
-                                   num_generations=g, per_device_train_batch_size=b)
+                    cand = _size_vllm(replace(p, max_completion_length=completion, load_in_4bit=four,
+                                              num_generations=g, per_device_train_batch_size=b), card_gb)
                     if _fits(cand, card_gb):
                         return cand
     smallest = replace(p, max_completion_length=min(256, p.max_completion_length), load_in_4bit=p.lora,
                        num_generations=4, per_device_train_batch_size=1)
-    need = estimate(smallest).total_gb
+    need = estimate(_size_vllm(smallest, card_gb)).total_gb
     raise UserError(
         f"even the smallest GRPO setting needs ~{need:.1f} GiB, more than the {card_gb:g} GiB card allows "
         f"with a {SAFETY_MARGIN:.0%} margin",

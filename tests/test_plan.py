@@ -211,3 +211,10 @@ def test_calibration_easyr1_bf16_full_finetune_fits(name: str, card: int) -> Non
                   max_completion_length=2048, use_vllm=True, vllm_mode="server")  # veRL frees vLLM for the update
     gb = estimate(p).total_gb
     assert 0.6 * card < gb <= card
+
+
+def test_propose_prefers_smaller_batch_then_4bit_before_fewer_generations() -> None:
+    s = shape("Qwen/Qwen2.5-7B-Instruct")
+    p = propose(s, 40, PlanInput(s, max_completion_length=2048, unsloth=False))
+    assert p.max_completion_length == 2048  # completion length is the last resort
+    assert estimate(p).total_gb <= 40
