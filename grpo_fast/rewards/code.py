@@ -1,14 +1,152 @@
-"""Code-execution reward (stub; full implementation follows)."""
+"""Reward = share of a dataset's unit tests that a completion's code passes, run in ``rewards.sandbox``.
+
+Two test layouts are understood, one value per completion as TRL passes dataset columns:
+
+* MBPP style: ``tests`` (or ``test_list``) -- a list of assert statements, each one test; optional
+  ``test_setup_code`` runs before the program.
+* HumanEval style: ``test`` defining ``check(candidate)`` plus ``entry_point``. The completion should hold the
+  whole function; when its code does not define ``entry_point`` (a body-only continuation, or a helper-only
+  answer) the prompt's code -- the signature and docstring -- is put in front of it. ``check`` is one test,
+  so these rows score 0 or 1.
+"""
+
 from __future__ import annotations
 
+import ast
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from grpo_fast.rewards import sandbox as _sb
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_PY_TAGS = {"python", "py", "python3", "py3"}
+
+
+def _parses(src: str) -> bool:
+    try:
+        ast.parse(src)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def extract_code(text: str) -> str | None:
-    """Return the Python code in a completion, or None."""
-    raise NotImplementedError
+    """The Python code in a completion: last python-tagged fenced block, else last untagged one, else the raw
+    text if it parses. An unterminated final fence (a truncated generation) counts as a block."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text)]
+    tagged = [b for t, b in blocks if t in _PY_TAGS]
+    plain = [b for t, b in blocks if not t]
+    if tagged:
+        return tagged[-1]
+    if plain:
+        return plain[-1]
+    return text if _parses(text) else None
 
 
-def code_execution_reward(prompts: Any, completions: Any, **kw: Any) -> list[float | None]:
-    """TRL reward: fraction of tests passed per completion."""
-    raise NotImplementedError
+def _text(value: Any) -> str:
+    """Completion or prompt text from a plain string or a chat message list (last assistant turn wins)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        content = value.get("content", "")
+        if isinstance(content, list):  # multimodal parts
+            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return content if isinstance(content, str) else ""
+    if isinstance(value, Sequence):
+        msgs = [m for m in value if isinstance(m, dict)]
+        mine = [m for m in msgs if m.get("role") == "assistant"] or msgs
+        return _text(mine[-1]) if mine else ""
+    return ""
+
+
+def _prompt_code(prompt: Any) -> str | None:
+    """Code in a prompt: the raw string if it parses (HumanEval), else a fenced block of its last user turn."""
+    if isinstance(prompt, str):
+        return prompt if _parses(prompt) else extract_code(prompt)
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return extract_code(_text(users[-1])) if users else None
+    return None
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
+               for n in tree.body) or any(isinstance(n, ast.Assign) and any(
+                   isinstance(t, ast.Name) and t.id == name for t in n.targets) for n in tree.body)
+
+
+def _humaneval_program(raw: str, code: str | None, prompt: Any, entry_point: str) -> str | None:
+    """Program for a HumanEval row: the completion's code, with the prompt in front if needed."""
+    if code is not None and _defines(code, entry_point):
+        return code
+    head = _prompt_code(prompt)
+    if head is None:
+        return code
+    for body in (code, raw):  # a full helper-only answer, then a body-only continuation
+        if body is not None and _parses(head + "\n" + body) and _defines(head + "\n" + body, entry_point):
+            return head + "\n" + body
+    return code
+
+
+def _column(kw: dict[str, Any], names: Sequence[str], i: int) -> Any:
+    for name in names:
+        col = kw.get(name)
+        if col is not None and i < len(col):
+            return col[i]
+    return None
+
+
+def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
+                               workers: int | None = None) -> Callable[..., list[float | None]]:
+    """Build a TRL reward function; parameters live here so none can collide with a dataset column."""
+    box: list[_sb.Sandbox] = []
+
+    def sandbox() -> _sb.Sandbox:
+        if not box:
+            box.append(_sb.Sandbox(workers=workers) if workers else _sb.default_sandbox())
+        return box[0]
+
+    def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+               **kw: Any) -> list[float | None]:
+        scores: list[float | None] = [None] * len(completions)
+        jobs: list[tuple[int, dict[str, Any]]] = []
+        for i, completion in enumerate(completions):
+            raw = _text(completion)
+            code = extract_code(raw)
+            tests = _column(kw, ("tests", "test_list"), i)
+            test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
+            if isinstance(tests, str):
+                tests = [tests]
+            if tests:
+                program, tests = code, [t for t in tests if isinstance(t, str)]
+            elif isinstance(test, str) and test.strip() and isinstance(entry, str) and entry:
+                prompt = prompts[i] if prompts is not None and i < len(prompts) else _column(kw, ("prompt",), i)
+                program = _humaneval_program(raw, code, prompt, entry)
+                tests = [f"{test}\ncheck({entry})"]
+            else:
+                continue  # no tests: None, so TRL ignores this reward for the row
+            scores[i] = 0.0
+            if program is None or not tests:
+                continue
+            setup = _column(kw, ("test_setup_code",), i)
+            jobs.append((i, _sb._job(program, tests, setup if isinstance(setup, str) else "", timeout,
+                                     memory_mb)))
+        if jobs:
+            for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
+                scores[i] = res.fraction
+        return scores
+
+    default = timeout == 5.0 and memory_mb == 1024
+    reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}"
+    reward.__qualname__ = reward.__name__
+    return reward
+
+
+code_execution_reward = make_code_execution_reward()

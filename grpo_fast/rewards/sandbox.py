@@ -124,6 +124,11 @@ def _make_checks() -> dict[str, Any]:
     ops = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": operator.ge}
     trusted_codes: set[int] = set()
     keep: list[Any] = []
+    stdlib_types = frozenset(t_id(v) for v in _STDLIB_CALLABLES if isinstance(v, type))
+    for f in _STDLIB_CALLABLES:
+        if t_type(f) is types.FunctionType:
+            keep.append(f.__code__)
+            trusted_codes.add(t_id(f.__code__))
 
     def plain(v: Any, depth: int = 0) -> bool:
         t = t_type(v)
@@ -186,7 +191,7 @@ def _make_checks() -> dict[str, Any]:
         if t in cfuncs:
             return True
         if t is type or isinstance(f, type):
-            return not (f.__flags__ & heap_flag) or f in dicts or f in seqs
+            return not (f.__flags__ & heap_flag) or t_id(f) in stdlib_types
         if t is types.FunctionType:
             return t_id(f.__code__) in trusted_codes
         if t is types.MethodType and depth < 3:
@@ -213,6 +218,7 @@ _PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools",
             "bisect", "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json",
             "datetime", "builtins", "os", "time", "array", "numbers")
 _SNAPSHOT: dict[str, tuple[Any, dict[str, Any]]] = {}
+_STDLIB_CALLABLES: list[Any] = []  # classes and functions of preloaded modules: tests may call them freely
 
 
 def _snapshot_modules() -> None:
@@ -223,6 +229,7 @@ def _snapshot_modules() -> None:
         except ImportError:
             continue
         _SNAPSHOT[name] = (mod, dict(mod.__dict__))
+        _STDLIB_CALLABLES.extend(v for v in mod.__dict__.values() if isinstance(v, type) or callable(v))
 
 
 def _harness(token: str, rfd: int, program: str, tests: Sequence[str], setup: str) -> None:
@@ -302,14 +309,15 @@ def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None)
 
 
 def _enter_private_fs() -> str:
-    """In a new mount namespace: private /proc for the PID namespace, fresh tmpfs for /tmp and /dev/shm."""
+    """In a new mount namespace: private /proc for the PID namespace, fresh tmpfs on the world-writable dirs."""
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV, None)
     _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64m,mode=1777")
-    try:
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
-    except OSError:
-        pass
+    for extra in ("/dev/shm", "/var/tmp"):  # other world-writable places: private too, where they exist
+        try:
+            _mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
+        except OSError:
+            pass
     return "/tmp"
 
 

@@ -1,0 +1,237 @@
+"""Hostile programs against the sandbox: each must score 0, return within timeout + 1 s, and leave no trace."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+
+import pytest
+
+from grpo_fast.rewards import sandbox as sb
+from grpo_fast.rewards.code import make_code_execution_reward
+
+TIMEOUT = 1.5
+reward = make_code_execution_reward(timeout=TIMEOUT)
+ADD_ONE = ["assert f(1) == 2", "assert f(5) == 6"]
+
+
+def _score(program: str, tests: list[str] = ADD_ONE) -> float:
+    t0 = time.monotonic()
+    (score,) = reward(None, [f"```python\n{program}\n```"], tests=[tests])
+    assert time.monotonic() - t0 < TIMEOUT + 1.0, "reward call overran timeout + 1 s"
+    return score
+
+
+def _sandbox_pids() -> list[int]:
+    """Processes running as a sandbox uid (the zygote hands out uids >= 0x40000000)."""
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        if uid >= 0x40000000:
+            found.append(int(p))
+    return found
+
+
+HOSTILE = {
+    "sys_exit_module": "import sys\nsys.exit(0)",
+    "os_exit_module": "import os\nos._exit(0)",
+    "raise_systemexit": "raise SystemExit(0)",
+    "exit_in_function": "import os\ndef f(x):\n    os._exit(0)",
+    "sys_exit_in_function": "def f(x):\n    import sys; sys.exit(0)",
+    "keyboard_interrupt": "def f(x):\n    raise KeyboardInterrupt",
+    "atexit_exit": "import atexit, os\natexit.register(os._exit, 0)\ndef f(x):\n    raise SystemExit(0)",
+    "thread_exit": "import threading, os, time\n"
+                   "def f(x):\n    threading.Thread(target=os._exit, args=(0,)).start()\n    time.sleep(1)\n"
+                   "    return 0",
+    "signal_exit": "import signal, os\nsignal.signal(signal.SIGALRM, lambda *a: os._exit(0))\n"
+                   "def f(x):\n    signal.setitimer(signal.ITIMER_REAL, 0.01)\n    while True: pass",
+    "del_systemexit": "class D:\n    def __del__(self):\n        raise SystemExit(0)\n"
+                      "def f(x):\n    D()\n    return 0",
+    "fake_success_print": "print('ALL TESTS PASSED')\nprint('passed: 2/2')\ndef f(x):\n    return 0",
+    "fake_report_fd": "import os\nfor fd in range(3, 20):\n    try: os.write(fd, b'x\\n{\"passed\": [true, true], "
+                      "\"n\": 2, \"error\": \"\"}')\n    except OSError: pass\ndef f(x):\n    return 0",
+    "always_equal": "class X:\n    __eq__ = lambda *a: True\n    __ne__ = lambda *a: False\n"
+                    "    __hash__ = lambda s: 0\ndef f(x):\n    return X()",
+    "always_equal_str": "class S(str):\n    __eq__ = lambda *a: True\ndef f(x):\n    return S('no')",
+    "always_equal_in_list": "class X:\n    __eq__ = lambda *a: True\ndef f(x):\n    return [X()]",
+    "patch_assertion_error": "import builtins\nbuiltins.AssertionError = type('E', (Exception,), {})\n"
+                             "def f(x):\n    return 0",
+    "fork_bomb": "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
+    "memory_bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))",
+    "big_alloc": "x = bytearray(10**11)\ndef f(x): return x + 1",
+    "recursion_bomb": "import sys\nsys.setrecursionlimit(10**8)\ndef r(n): return r(n + 1)\nr(0)",
+    "infinite_loop": "def f(x):\n    while True: pass",
+    "sleep": "import time\ntime.sleep(100)",
+    "huge_output": "while True:\n    print('x' * 10000)",
+    "huge_stderr": "import sys\nwhile True:\n    sys.stderr.write('y' * 10000)",
+    "read_shadow": "def f(x):\n    return x + 1 if open('/etc/shadow').read() else 0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_scores_zero(name: str) -> None:
+    assert _score(HOSTILE[name]) == 0.0
+
+
+@pytest.mark.parametrize("program,tests", [
+    ("class X:\n    __sub__ = __rsub__ = lambda *a: 0.0\n    __abs__ = lambda s: 0.0\ndef f(x): return X()",
+     ["assert abs(f(1) - 2.0) < 1e-9"]),
+    ("class T:\n    __bool__ = lambda s: True\ndef f(x): return T()", ["assert f(1)"]),
+    ("class C:\n    __contains__ = lambda *a: True\ndef f(x): return C()", ["assert 3 in f(1)"]),
+    ("abs = lambda x: 0\ndef f(x): return 0.0", ["assert abs(f(1) - 2.0) < 1e-9"]),
+    ("import math\nmath.isclose = lambda *a, **k: True\ndef f(x): return 0.0",
+     ["import math\nassert math.isclose(f(1), 2.0)"]),
+    ("import builtins\nbuiltins.isinstance = lambda *a: True\ndef f(x): return 'no'",
+     ["assert isinstance(f(1), int)"]),
+])
+def test_lying_values_and_tampering_fail(program: str, tests: list[str]) -> None:
+    assert _score(program, tests) == 0.0
+
+
+def test_correct_solution_still_passes_hardened_asserts() -> None:
+    prog = "import math\ndef f(x): return float(x) + 1"
+    tests = ["assert abs(f(1) - 2.0) < 1e-9", "assert f(1)", "assert 2.0 in [f(1)]",
+             "import math\nassert math.isclose(f(1), 2.0)", "assert isinstance(f(1), float)"]
+    assert _score(prog, tests) == 1.0
+
+
+def test_env_secret_is_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    box = sb.Sandbox(workers=1)  # started after the secret is set: must still not see it
+    try:
+        prog = ("import os\ndef f(x):\n    seen = repr(dict(os.environ))\n    for p in os.listdir('/proc'):\n"
+                "        try: seen += open(f'/proc/{p}/environ').read()\n        except OSError: pass\n"
+                "    return x + 1 if 'hf_secret' in seen else 0")
+        res = sb.run_program(prog, tests=ADD_ONE, timeout=TIMEOUT, sandbox=box)
+        assert res.status == "ok" and res.fraction == 0.0
+    finally:
+        box.close()
+
+
+def test_no_network() -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    try:
+        prog = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\ndef f(x): return x + 1"
+        assert _score(prog) == 0.0
+        with pytest.raises(socket.timeout):
+            srv.accept()
+    finally:
+        srv.close()
+
+
+def test_cannot_touch_user_files() -> None:
+    d = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(__file__)))
+    os.chmod(d, 0o755)
+    victim = os.path.join(d, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("precious")
+    os.chmod(victim, 0o644)
+    try:
+        for prog in (f"open({victim!r}, 'w').write('pwned')\ndef f(x): return x + 1",
+                     f"import os\nos.remove({victim!r})\ndef f(x): return x + 1",
+                     f"import os\nos.chmod({victim!r}, 0o777)\ndef f(x): return x + 1"):
+            assert _score(prog) == 0.0
+            with open(victim) as f:
+                assert f.read() == "precious"
+    finally:
+        shutil.rmtree(d)
+
+
+def test_setsid_double_fork_survivor_is_killed() -> None:
+    d = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(__file__)))
+    os.chmod(d, 0o777)  # world-writable on purpose: only the survivor's death keeps the marker away
+    marker = os.path.join(d, "survivor")
+    prog = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        time.sleep(0.8)\n        open({marker!r}, 'w').write('alive')\n        os._exit(0)\n"
+            "    os._exit(0)\ndef f(x):\n    return x + 1")
+    try:
+        assert _score(prog) == 1.0  # a correct answer that misbehaves keeps its honest score
+        assert _sandbox_pids() == []
+        time.sleep(1.2)
+        assert not os.path.exists(marker)
+    finally:
+        shutil.rmtree(d)
+
+
+def test_killing_the_parent_is_harmless() -> None:
+    zygote = sb.default_sandbox()._ensure().pid
+    for prog in ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef f(x): return x + 1",
+                 "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\ndef f(x): return x + 1",
+                 f"import os, signal\ntry: os.kill({os.getpid()}, signal.SIGKILL)\nexcept OSError: pass\n"
+                 "def f(x): return x + 1"):
+        assert _score(prog) == 1.0  # nothing outside is reachable, so the honest score stands
+    assert sb.default_sandbox()._ensure().pid == zygote
+
+
+def test_caller_stays_healthy_after_battery() -> None:
+    assert _score("def f(x): return x + 1") == 1.0
+    assert _sandbox_pids() == []
+
+
+def test_run_program_statuses_and_output() -> None:
+    ok = sb.run_program("print('hello')", timeout=TIMEOUT)
+    assert ok.status == "ok" and ok.stdout == "hello\n" and ok.wall_s < TIMEOUT
+    assert sb.run_program("1/0", timeout=TIMEOUT).status == "error"
+    assert sb.run_program("import os; os._exit(3)", timeout=TIMEOUT).status == "exited"
+    slow = sb.run_program("import time; time.sleep(10)", timeout=0.5)
+    assert slow.status == "timeout" and slow.wall_s < 1.5
+    big = sb.run_program("print('z' * 10**6)", timeout=TIMEOUT)
+    assert len(big.stdout) <= 64 * 1024
+
+
+def test_workdir_is_private_and_writable() -> None:
+    res = sb.run_program("import os\nopen('f.txt', 'w').write('x')\nprint(os.getcwd(), os.getuid())",
+                         timeout=TIMEOUT)
+    assert res.status == "ok"
+    cwd, uid = res.stdout.split()
+    assert int(uid) >= 0x40000000 or sb.isolation_level() == "rlimits-only"
+    assert not os.path.exists(cwd) or not os.path.exists(os.path.join(cwd, "f.txt"))
+
+
+def _namespaces_work() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.unshare(0x20000000 | 0x20000 | 0x40000000) == 0 else 1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_isolation_level_matches_machine() -> None:
+    expected = "namespaces+uid-drop" if _namespaces_work() else ("uid-drop" if os.geteuid() == 0 else
+                                                                "rlimits-only")
+    assert sb.isolation_level() == expected
+    assert sb.describe_isolation().startswith(expected)
+
+
+@pytest.mark.parametrize("level", ["uid-drop", "rlimits-only"])
+def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
+    if level == "uid-drop" and os.geteuid() != 0:
+        pytest.skip("needs root")
+    box = sb.Sandbox(workers=2, level=level)
+    try:
+        with caplog.at_level(logging.WARNING, logger="grpo_fast.sandbox"):
+            assert box.level() == level
+        assert "reduced isolation" in caplog.text
+        progs = ["def f(x): return x + 1", "import sys; sys.exit(0)", "def f(x):\n    while True: pass",
+                 "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\ndef f(x): return x + 1"]
+        res = sb.run_many(progs, tests=[ADD_ONE] * 4, timeout=1.0, sandbox=box)
+        assert [r.fraction for r in res] == [1.0, 0.0, 0.0, 1.0]
+        if level == "uid-drop":
+            assert _sandbox_pids() == []
+    finally:
+        box.close()
