@@ -1,0 +1,59 @@
+"""Math-verify worker process: reads ``[id, gold, pred]`` JSON lines on stdin, writes ``[id, result]`` lines.
+
+Run as a script (not ``-m``) so it imports only math_verify, never the rest of the kit. ``result`` is 1.0 / 0.0,
+or null when the gold answer cannot be parsed. math-verify's own signal timeouts are disabled (None): the
+parent enforces a per-item deadline by killing this process, which works from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from functools import lru_cache
+
+
+def _limit_memory(mb: int) -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (mb * 1024 * 1024, mb * 1024 * 1024))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def main() -> None:
+    mem_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    if mem_mb > 0:
+        _limit_memory(mem_mb)
+    logging.disable(logging.CRITICAL)  # math-verify warns about disabled timeouts on every process
+    from math_verify import parse, verify
+
+    def _parse(text: str) -> list:
+        if not text.strip():
+            return []
+        wrapped = text if ("$" in text or "\\boxed" in text or "\\(" in text) else f"${text}$"
+        return parse(wrapped, parsing_timeout=None) or parse(text, parsing_timeout=None)
+
+    parse_gold = lru_cache(maxsize=4096)(_parse)
+
+    out = sys.stdout
+    out.write('["ready", null]\n')
+    out.flush()
+    for line in sys.stdin:
+        try:
+            item_id, gold, pred = json.loads(line)
+            g = parse_gold(gold)
+            if not g:
+                result = None
+            else:
+                p = _parse(pred)
+                result = 1.0 if p and verify(g, p, timeout_seconds=None) else 0.0
+        except Exception:  # noqa: BLE001 - a parse failure is a wrong answer, never a crash
+            item_id, result = (locals().get("item_id"), 0.0)
+        out.write(json.dumps([item_id, result]) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Shared helpers for reward functions: text extraction, column access, naming, number parsing.
+
+Every reward in this package follows TRL's contract: ``fn(prompts, completions, completion_ids=None, **columns)``
+returns one ``float`` (or ``None`` = not applicable) per completion. Completions are plain strings or chat
+messages; :func:`completion_text` hides the difference so reward bodies only ever see ``str``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any
+
+RewardFunc = Callable[..., list[float | None]]
+
+# Extracted answers longer than this are treated as wrong without further parsing: no real answer is this long,
+# and capping keeps every extractor and parser linear-time on adversarial input.
+MAX_ANSWER_CHARS = 2_000
+
+
+# ---------------------------------------------------------------------------------------------- naming / registry
+
+
+def named(fn: Callable, name: str, **attrs: Any) -> Callable:
+    """Give a produced reward a stable ``__name__`` (TRL logs rewards by it) plus metadata attributes."""
+    fn.__name__ = name
+    fn.__qualname__ = name
+    for key, value in attrs.items():
+        setattr(fn, key, value)
+    return fn
+
+
+def reward_meta(kind: str, low: float = 0.0, high: float = 1.0) -> Callable[[Callable], Callable]:
+    """Decorator recording a reward's kind (correctness/format/length/style) and its score range."""
+
+    def deco(fn: Callable) -> Callable:
+        fn.reward_kind = kind
+        fn.reward_range = (low, high)
+        return fn
+
+    return deco
+
+
+def factory(fn: Callable) -> Callable:
+    """Mark a function as a reward *factory* so the registry calls it with parameters instead of scoring."""
+    fn.is_reward_factory = True
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------- text access
+
+
+def content_to_text(content: Any) -> str:
+    """Message ``content`` may be a string or a list of typed parts (``{"type": "text", "text": ...}``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(str(part.get("text") or part.get("content") or ""))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def completion_text(completion: Any) -> str:
+    """Text of one completion: a plain string, or the assistant messages of a chat completion joined."""
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return content_to_text(completion.get("content"))
+    if isinstance(completion, Sequence):
+        msgs = [m for m in completion if isinstance(m, dict)]
+        assistant = [m for m in msgs if m.get("role", "assistant") == "assistant"]
+        return "\n".join(content_to_text(m.get("content")) for m in (assistant or msgs))
+    return str(completion)
+
+
+def completion_texts(completions: Sequence[Any] | None) -> list[str]:
+    return [completion_text(c) for c in (completions or [])]
+
+
+def prompt_text(prompt: Any) -> str:
+    """Text of a prompt: a string, or the non-assistant messages of a chat prompt joined by newlines."""
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, dict):
+        return content_to_text(prompt.get("content"))
+    if isinstance(prompt, Sequence):
+        return "\n".join(
+            content_to_text(m.get("content"))
+            for m in prompt
+            if isinstance(m, dict) and m.get("role") != "assistant"
+        )
+    return str(prompt)
+
+
+def user_text(prompt: Any) -> str:
+    """The last user message of a chat prompt (the question itself, without the system prompt)."""
+    if isinstance(prompt, Sequence) and not isinstance(prompt, str):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        if users:
+            return content_to_text(users[-1].get("content"))
+    return prompt_text(prompt)
+
+
+def column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    """A dataset column as a list of length ``n`` (all ``None`` when the column is absent)."""
+    values = kwargs.get(name)
+    if values is None:
+        return [None] * n
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        return [values] * n
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
+    return values
+
+
+# ---------------------------------------------------------------------------------------------- extraction
+
+
+def extract_tag(text: str, tag: str) -> str | None:
+    """Content of the *last* ``<tag>…</tag>`` block, or None. Linear time (no backtracking regex)."""
+    close = f"</{tag}>"
+    end = text.rfind(close)
+    if end < 0:
+        return None
+    start = text.rfind(f"<{tag}>", 0, end)
+    if start < 0:
+        return None
+    return text[start + len(tag) + 2 : end].strip()
+
+
+def count_tag(text: str, tag: str) -> int:
+    return text.count(f"<{tag}>")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{…}`` (or ``\\fbox{…}``) with balanced braces, or None."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth, j = 1, i
+    limit = min(len(text), i + MAX_ANSWER_CHARS * 4)
+    while j < limit:
+        ch = text[j]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j].strip()
+        j += 1
+    return None
+
+
+_NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
+
+
+def last_number(text: str) -> str | None:
+    """The last number-looking token in ``text`` (thousands separators, ``$``, ``%`` and ``a/b`` allowed)."""
+    last = None
+    for match in _NUMBER_RE.finditer(text[-20_000:]):
+        last = match.group(0)
+    return last
+
+
+def extract_final_answer(text: str) -> str | None:
+    """Final answer of a reasoning completion: ``<answer>`` tag, else last ``\\boxed{}``, else last number."""
+    tagged = extract_tag(text, "answer")
+    if tagged is not None:
+        boxed = last_boxed(tagged)
+        return boxed if boxed is not None else tagged
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed
+    return last_number(text)
+
+
+def extract_answer_or_text(text: str) -> str:
+    """Short-answer extraction for QA/string matching: ``<answer>`` tag, else ``\\boxed{}``, else whole text."""
+    tagged = extract_tag(text, "answer")
+    if tagged is not None:
+        return tagged
+    boxed = last_boxed(text)
+    return boxed if boxed is not None else text.strip()
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+
+
+def normalize_text(text: Any) -> str:
+    """Normalise for exact match: case, unicode form, ``$``, thousands separators, punctuation, whitespace."""
+    s = unicodedata.normalize("NFKC", "" if text is None else str(text)).lower()
+    s = s.replace("$", "").replace("\\text", "").replace("\\mathrm", "")
+    s = _THOUSANDS.sub("", s)
+    s = "".join(" " if unicodedata.category(ch).startswith("P") and ch != "." else ch for ch in s)
+    s = re.sub(r"\.(?!\d)", " ", s)  # keep decimal points, drop sentence dots
+    return " ".join(s.split())
+
+
+def normalize_answer(text: Any) -> str:
+    """SQuAD-style normalisation (also drops articles) for fuzzy QA matching."""
+    return " ".join(_ARTICLES.sub(" ", normalize_text(text)).split())
+
+
+_UNIT_TAIL = re.compile(r"^\s*([-+]?[\d.,/]+(?:e[-+]?\d+)?)\s*%?\s*[a-zA-Z°µ/²³ \\{}^]*$")
+
+
+def parse_number(text: Any) -> float | None:
+    """Parse a plain number: ``1,234.5``, ``$12``, ``45%`` (→ 45), ``3/4``, ``-2.5e3``, ``12 cm``; else None.
+
+    Percentages are returned as written (``45%`` → 45.0) because gold columns write them that way.
+    """
+    if text is None:
+        return None
+    s = str(text).strip()
+    if not s or len(s) > 64:
+        return None
+    s = s.replace("\\$", "").replace("$", "").replace("\\%", "%").replace("\\!", "").strip()
+    s = s.rstrip(".")
+    s = s.removeprefix("+")
+    match = _UNIT_TAIL.match(s)
+    if not match:
+        return None
+    num = match.group(1)
+    if "," in num:
+        if not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", num):
+            return None
+        num = num.replace(",", "")
+    try:
+        if "/" in num:
+            a, b = num.split("/", 1)
+            return float(Fraction(int(a), int(b)))
+        return float(num)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]

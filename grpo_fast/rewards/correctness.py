@@ -1,0 +1,266 @@
+"""Correctness rewards: does the completion's answer match the gold column?
+
+Plain rewards read the ``answer`` column; factories (``make_*``) take ``column=`` and tolerances so parameters
+never collide with dataset columns passed as keyword arguments by TRL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from grpo_fast.rewards.base import (
+    MAX_ANSWER_CHARS,
+    column,
+    completion_texts,
+    extract_answer_or_text,
+    extract_final_answer,
+    extract_tag,
+    factory,
+    last_boxed,
+    named,
+    normalize_answer,
+    normalize_text,
+    parse_number,
+)
+
+
+def _golds(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    return column(kwargs, name, n)
+
+
+def _blank(gold: Any) -> bool:
+    return gold is None or (isinstance(gold, str) and not gold.strip())
+
+
+# ---------------------------------------------------------------------------------------------- exact match
+
+
+@factory
+def make_exact_match_reward(column: str = "answer", name: str = "exact_match") -> Any:
+    """Exact match after normalisation (case, whitespace, punctuation, thousands separators, ``$``)."""
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        golds = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, gold in zip(texts, golds):
+            if _blank(gold):
+                out.append(None)
+                continue
+            pred = extract_answer_or_text(text)
+            out.append(1.0 if normalize_text(pred) == normalize_text(gold) else 0.0)
+        return out
+
+    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+# ---------------------------------------------------------------------------------------------- fuzzy match
+
+
+@factory
+def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name: str = "fuzzy_match") -> Any:
+    """Similarity in [0, 1] of the extracted answer to the gold (rapidfuzz ratio on normalised text).
+
+    A full ratio, not a partial one: a completion that pastes the whole context must not score as if it answered.
+    Scores below ``min_score`` become 0 so near-misses do not earn a gradient toward noise.
+    """
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        golds = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, gold in zip(texts, golds):
+            if _blank(gold):
+                out.append(None)
+                continue
+            pred = normalize_answer(extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4])
+            refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD-style lists of acceptable answers
+            score = max((fuzz.ratio(pred, normalize_answer(r)) / 100.0 for r in refs if not _blank(r)), default=0.0)
+            out.append(score if score >= min_score else 0.0)
+        return out
+
+    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+# ---------------------------------------------------------------------------------------------- numeric match
+
+
+@factory
+def make_numeric_match_reward(
+    column: str = "answer", rel_tol: float = 1e-6, abs_tol: float = 1e-9, name: str = "numeric_match"
+) -> Any:
+    """1.0 when the final number equals the gold within tolerance (fractions, %, commas, units handled)."""
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        golds = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, gold in zip(texts, golds):
+            g = parse_number(_gsm8k_gold(gold))
+            if g is None:
+                out.append(None)
+                continue
+            p = parse_number(extract_final_answer(text))
+            out.append(1.0 if p is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0)
+        return out
+
+    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+def _gsm8k_gold(gold: Any) -> Any:
+    """GSM8K gold columns sometimes keep the worked solution: take what follows ``####``."""
+    if isinstance(gold, str) and "####" in gold:
+        return gold.rsplit("####", 1)[1].strip()
+    return gold
+
+
+# ---------------------------------------------------------------------------------------------- multiple choice
+
+_CHOICE_PATTERNS = [
+    re.compile(r"(?:answer|choice|option)\s*(?:is|:)?\s*\(?\*{0,2}([A-J])\b\)?", re.IGNORECASE),
+    re.compile(r"^\s*\(?([A-J])[\).:]?\s*$"),
+    re.compile(r"^\s*\(?([A-J])[\).:]\s"),
+]
+
+
+def extract_choice(text: str) -> str | None:
+    """The chosen letter: ``<answer>``/``\\boxed{}`` content, else 'answer is X', else a lone letter."""
+    inner = extract_tag(text, "answer")
+    if inner is None:
+        inner = last_boxed(text)
+    candidates = [inner] if inner is not None else [text[-2_000:]]
+    for cand in candidates:
+        cand = cand.strip()
+        for pattern in _CHOICE_PATTERNS:
+            matches = pattern.findall(cand)
+            if matches:
+                letters = {m.upper() for m in matches}
+                return matches[-1].upper() if len(letters) == 1 else None  # several letters = hedging
+    return None
+
+
+@factory
+def make_multiple_choice_reward(column: str = "answer", name: str = "multiple_choice") -> Any:
+    """1.0 when the chosen letter equals the gold letter (gold may be 'B', '(B)', or an index 1 → 'B')."""
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        golds = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, gold in zip(texts, golds):
+            g = _gold_letter(gold)
+            if g is None:
+                out.append(None)
+                continue
+            out.append(1.0 if extract_choice(text) == g else 0.0)
+        return out
+
+    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+def _gold_letter(gold: Any) -> str | None:
+    if isinstance(gold, bool) or gold is None:
+        return None
+    if isinstance(gold, int):
+        return "ABCDEFGHIJ"[gold] if 0 <= gold < 10 else None
+    m = re.fullmatch(r"\s*\(?([A-Ja-j])\)?\.?\s*", str(gold))
+    return m.group(1).upper() if m else None
+
+
+# ---------------------------------------------------------------------------------------------- JSON field
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in a completion: whole text, else a ```json fence, else the outermost ``{…}``; or raise."""
+    stripped = text.strip()
+    candidates = [stripped]
+    fence = re.search(r"```(?:json)?\s*\n(.*?)```", stripped, re.DOTALL)
+    if fence:
+        candidates.append(fence.group(1))
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        candidates.append(stripped[start : end + 1])
+    for cand in candidates:
+        try:
+            return json.loads(cand)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    raise ValueError("no JSON found")
+
+
+def _get_path(obj: Any, path: str) -> Any:
+    for key in path.split(".") if path else []:
+        if isinstance(obj, dict) and key in obj:
+            obj = obj[key]
+        elif isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+            obj = obj[int(key)]
+        else:
+            raise KeyError(path)
+    return obj
+
+
+@factory
+def make_json_field_match_reward(field: str, column: str = "answer", name: str | None = None) -> Any:
+    """1.0 when JSON field ``field`` (dotted path) in the completion equals the gold (normalised compare)."""
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        golds = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, gold in zip(texts, golds):
+            if _blank(gold):
+                out.append(None)
+                continue
+            try:
+                value = _get_path(extract_json(text), field)
+            except (ValueError, KeyError):
+                out.append(0.0)
+                continue
+            out.append(1.0 if _json_equal(value, gold) else 0.0)
+        return out
+
+    return named(reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+def _json_equal(value: Any, gold: Any) -> bool:
+    if value == gold:
+        return True
+    a, b = parse_number(value) if not isinstance(value, (dict, list)) else None, parse_number(gold)
+    if a is not None and b is not None:
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return normalize_text(json.dumps(value) if isinstance(value, (dict, list)) else value) == normalize_text(gold)
+
+
+exact_match_reward = make_exact_match_reward()
+fuzzy_match_reward = make_fuzzy_match_reward()
+numeric_match_reward = make_numeric_match_reward()
+multiple_choice_reward = make_multiple_choice_reward()
+
+
+# ---------------------------------------------------------------------------------------------- ROUGE
+
+
+@factory
+def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str | None = None) -> Any:
+    """ROUGE F1 (rouge-score, stemmed) of the completion against the reference summary column."""
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer([kind], use_stemmer=True)
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        refs = _golds(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, ref in zip(texts, refs):
+            if _blank(ref):
+                out.append(None)
+                continue
+            out.append(float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0)
+        return out
+
+    return named(reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0))

@@ -1,0 +1,156 @@
+"""Format rewards: is the completion shaped the way the trainer asked (tags, JSON, code)?
+
+Tag rewards insist on each tag appearing exactly once, so stuffing tags cannot earn more than following the format.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from grpo_fast.rewards.base import column as get_column
+from grpo_fast.rewards.base import completion_texts, factory, named, reward_meta
+from grpo_fast.rewards.correctness import extract_json
+
+_STRICT_XML = re.compile(r"\A<reasoning>\n(?:(?!</?reasoning>|</?answer>).)+?\n</reasoning>\n<answer>\n"
+                         r"(?:(?!</?reasoning>|</?answer>).)+?\n</answer>\n?\Z", re.DOTALL)
+_SOFT_XML = re.compile(r"<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>", re.DOTALL)
+_THINK_ANSWER = re.compile(r"\A\s*<think>(.+?)</think>\s*<answer>(.+?)</answer>\s*\Z", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _tags_once(text: str, *tags: str) -> bool:
+    return all(text.count(f"<{t}>") == 1 and text.count(f"</{t}>") == 1 for t in tags)
+
+
+@reward_meta("format", 0.0, 1.0)
+def strict_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 for exactly ``<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`` and nothing else."""
+    return [1.0 if _STRICT_XML.match(t) else 0.0 for t in completion_texts(completions)]
+
+
+@reward_meta("format", 0.0, 1.0)
+def soft_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 for ``<reasoning>…</reasoning>`` then ``<answer>…</answer>`` (any whitespace), each tag once."""
+    out = []
+    for t in completion_texts(completions):
+        m = _SOFT_XML.search(t) if _tags_once(t, "reasoning", "answer") else None
+        out.append(1.0 if m and m.group(1).strip() and m.group(2).strip() else 0.0)
+    return out
+
+
+def count_xml(text: str) -> float:
+    """Incremental XML credit: 0.25 per well-placed tag, minus 0.001 per character after ``</answer>``."""
+    score = 0.0
+    if text.count("<reasoning>\n") == 1:
+        score += 0.25
+    if text.count("\n</reasoning>\n") == 1:
+        score += 0.25
+    if text.count("\n<answer>\n") == 1:
+        score += 0.25
+    if text.count("\n</answer>") == 1:
+        score += 0.25
+        score -= 0.001 * len(text.split("\n</answer>")[-1].strip())
+    return max(score, -1.0)
+
+
+@reward_meta("format", -1.0, 1.0)
+def xml_count_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """Partial credit per tag so the model learns the format gradually (from the original GRPO recipe)."""
+    return [count_xml(t) for t in completion_texts(completions)]
+
+
+@reward_meta("format", 0.0, 1.0)
+def think_answer_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 for ``<think>…</think><answer>…</answer>`` (R1 style), each tag once, nothing around it."""
+    out = []
+    for t in completion_texts(completions):
+        m = _THINK_ANSWER.match(t) if _tags_once(t, "think", "answer") else None
+        out.append(1.0 if m and m.group(1).strip() and m.group(2).strip() else 0.0)
+    return out
+
+
+@reward_meta("format", 0.0, 1.0)
+def json_valid_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 when the whole completion (or its single fenced block) parses as a JSON object or array."""
+    out = []
+    for t in completion_texts(completions):
+        body = t.strip()
+        fences = _FENCE.findall(body)
+        if len(fences) == 1 and body.startswith("```") and body.endswith("```"):
+            body = fences[0][1].strip()
+        try:
+            value = json.loads(body)
+            out.append(1.0 if isinstance(value, (dict, list)) else 0.0)
+        except (json.JSONDecodeError, RecursionError):
+            out.append(0.0)
+    return out
+
+
+@factory
+def make_json_schema_reward(schema: dict | None = None, column: str = "schema", name: str = "json_schema") -> Any:
+    """1.0 when the completion's JSON validates against ``schema`` (or the per-row ``column``; JSON string ok)."""
+    import jsonschema
+
+    fixed = jsonschema.Draft202012Validator(schema) if schema is not None else None
+
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions)
+        schemas = [None] * len(texts) if fixed is not None else get_column(kwargs, column, len(texts))
+        out: list[float | None] = []
+        for text, row_schema in zip(texts, schemas):
+            validator = fixed
+            if validator is None:
+                if row_schema is None:
+                    out.append(None)
+                    continue
+                if isinstance(row_schema, str):
+                    row_schema = json.loads(row_schema)
+                validator = jsonschema.Draft202012Validator(row_schema)
+            try:
+                value = extract_json(text)
+            except ValueError:
+                out.append(0.0)
+                continue
+            out.append(1.0 if validator.is_valid(value) else 0.0)
+        return out
+
+    return named(reward, name, reward_kind="format", reward_range=(0.0, 1.0))
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of each fenced code block."""
+    return [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+
+
+@reward_meta("format", 0.0, 1.0)
+def code_block_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 when there is a non-empty fenced code block (```python or bare ```)."""
+    out = []
+    for t in completion_texts(completions):
+        blocks = [b for lang, b in fenced_blocks(t) if lang in ("", "python", "py", "python3") and b.strip()]
+        out.append(1.0 if blocks else 0.0)
+    return out
+
+
+def _python_source(text: str) -> str | None:
+    blocks = [b for lang, b in fenced_blocks(text) if lang in ("", "python", "py", "python3")]
+    if blocks:
+        return blocks[-1]
+    return text if text.strip() else None
+
+
+@reward_meta("format", 0.0, 1.0)
+def python_syntax_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 when the (last fenced, else whole) code parses with ``ast`` and defines or computes something."""
+    out = []
+    for t in completion_texts(completions):
+        src = _python_source(t)
+        try:
+            tree = ast.parse(src) if src and len(src) < 200_000 else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        out.append(1.0 if tree is not None and tree.body else 0.0)
+    return out
