@@ -116,7 +116,9 @@ def get_reward(name: str, **params: Any) -> RewardFunc:
         key = key.removesuffix("_reward")
     if key not in REWARDS:
         close = difflib.get_close_matches(key, REWARDS, n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else f"known rewards: {', '.join(sorted(REWARDS))}"
+        hint = (
+            f"did you mean {', '.join(close)}?" if close else f"known rewards: {', '.join(sorted(REWARDS))}"
+        )
         raise UserError(f"unknown reward {name!r}", fix=hint)
     entry = REWARDS[key]
     if is_factory(entry):
@@ -125,21 +127,52 @@ def get_reward(name: str, **params: Any) -> RewardFunc:
         except TypeError as err:
             raise UserError(f"bad parameters for reward {key!r}: {err}", fix="see docs/rewards.md") from err
     if params:
-        raise UserError(f"reward {key!r} takes no parameters (got {', '.join(params)})",
-                        fix="remove the parameters, or pick a factory reward")
+        raise UserError(
+            f"reward {key!r} takes no parameters (got {', '.join(params)})",
+            fix="remove the parameters, or pick a factory reward",
+        )
     return entry
 
 
 __all__ = [
-    "REWARDS", "PRESETS", "RewardPreset", "RewardFunc", "get_reward", "get_preset", "is_factory",
-    "MATH_REASONING_REWARDS", "CODE_GENERATION_REWARDS", "SUMMARIZATION_REWARDS", "QA_REWARDS",
-    "math_accuracy_reward", "math_equal", "code_execution_reward", "extract_code", "make_code_execution_reward",
-    "exact_match_reward", "fuzzy_match_reward", "numeric_match_reward", "multiple_choice_reward",
-    "strict_xml_format_reward", "soft_xml_format_reward", "xml_count_reward", "think_answer_format_reward",
-    "json_valid_reward", "code_block_reward", "python_syntax_reward", "reasoning_steps_reward",
-    "language_consistency_reward", "repetition_penalty_reward",
-    "AdaptiveRewardScaler", "weighted_sum", "gate", "clip", "normalize",
-    "completion_text", "extract_final_answer", "debug_reward",
+    "REWARDS",
+    "PRESETS",
+    "RewardPreset",
+    "RewardFunc",
+    "get_reward",
+    "get_preset",
+    "is_factory",
+    "MATH_REASONING_REWARDS",
+    "CODE_GENERATION_REWARDS",
+    "SUMMARIZATION_REWARDS",
+    "QA_REWARDS",
+    "math_accuracy_reward",
+    "math_equal",
+    "code_execution_reward",
+    "extract_code",
+    "make_code_execution_reward",
+    "exact_match_reward",
+    "fuzzy_match_reward",
+    "numeric_match_reward",
+    "multiple_choice_reward",
+    "strict_xml_format_reward",
+    "soft_xml_format_reward",
+    "xml_count_reward",
+    "think_answer_format_reward",
+    "json_valid_reward",
+    "code_block_reward",
+    "python_syntax_reward",
+    "reasoning_steps_reward",
+    "language_consistency_reward",
+    "repetition_penalty_reward",
+    "AdaptiveRewardScaler",
+    "weighted_sum",
+    "gate",
+    "clip",
+    "normalize",
+    "completion_text",
+    "extract_final_answer",
+    "debug_reward",
 ] + [n for n in dir() if n.startswith("make_")]
 
 

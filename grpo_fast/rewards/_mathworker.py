@@ -1,6 +1,6 @@
 """Math-verify worker process: reads ``[id, gold, pred]`` JSON lines on stdin, writes ``[id, result]`` lines.
 
-Run as a script (not ``-m``) so it imports only math_verify, never the rest of the kit. ``result`` is 1.0 / 0.0,
+Run as a script (not ``-m``) so it imports only math_verify, never the rest of the kit. ``result`` is 1.0/0.0,
 or null when the gold answer cannot be parsed. math-verify's own signal timeouts are disabled (None): the
 parent enforces a per-item deadline by killing this process, which works from any thread.
 """

@@ -1,6 +1,6 @@
 """Shared helpers for reward functions: text extraction, column access, naming, number parsing.
 
-Every reward in this package follows TRL's contract: ``fn(prompts, completions, completion_ids=None, **columns)``
+Every reward here follows TRL's contract: ``fn(prompts, completions, completion_ids=None, **columns)``
 returns one ``float`` (or ``None`` = not applicable) per completion. Completions are plain strings or chat
 messages; :func:`completion_text` hides the difference so reward bodies only ever see ``str``.
 """
@@ -15,12 +15,12 @@ from typing import Any
 
 RewardFunc = Callable[..., list[float | None]]
 
-# Extracted answers longer than this are treated as wrong without further parsing: no real answer is this long,
+# Extracted answers longer than this are treated as wrong without parsing: no real answer is that long,
 # and capping keeps every extractor and parser linear-time on adversarial input.
 MAX_ANSWER_CHARS = 2_000
 
 
-# ---------------------------------------------------------------------------------------------- naming / registry
+# ------------------------------------------------------------------------------------------ naming / registry
 
 
 def named(fn: Callable, name: str, **attrs: Any) -> Callable:
@@ -190,7 +190,12 @@ def extract_final_answer(text: str) -> str | None:
 
 
 def extract_answer_or_text(text: str) -> str:
-    """Short-answer extraction for QA/string matching: ``<answer>`` tag, else ``\\boxed{}``, else whole text."""
+    """Short-answer extraction for QA/string matching: ``<answer>`` tag, else ``\\boxed{}``, else whole text.
+
+    Several ``<answer>`` blocks count as hedging and yield "" (so stuffing candidates earns nothing).
+    """
+    if text.count("<answer>") > 1:
+        return ""
     tagged = extract_tag(text, "answer")
     if tagged is not None:
         return tagged

@@ -1,6 +1,6 @@
 """Combinators: build one reward from several (weighted sum, gate, clip/normalise, adaptive weights).
 
-Prefer passing several rewards to TRL with ``reward_weights`` (each is then logged separately); combine only when
+Prefer passing several rewards to TRL with ``reward_weights`` (each is logged separately); combine only when
 the combination itself is the signal, e.g. "correctness counts only when the format holds".
 """
 
@@ -21,11 +21,15 @@ def _name(fn: Any) -> str:
 def _score(fn: RewardFunc, prompts: Any, completions: Any, kwargs: dict[str, Any]) -> list[float | None]:
     scores = list(fn(prompts=prompts, completions=completions, **kwargs))
     if len(scores) != len(completions):
-        raise ValueError(f"reward {_name(fn)} returned {len(scores)} scores for {len(completions)} completions")
+        raise ValueError(
+            f"reward {_name(fn)} returned {len(scores)} scores for {len(completions)} completions"
+        )
     return scores
 
 
-def weighted_sum(funcs: Sequence[RewardFunc], weights: Sequence[float] | None = None, name: str = "weighted_sum"):
+def weighted_sum(
+    funcs: Sequence[RewardFunc], weights: Sequence[float] | None = None, name: str = "weighted_sum"
+):
     """Σ wᵢ·rᵢ, skipping rewards that return None for a completion; None only if all do."""
     weights = list(weights) if weights is not None else [1.0] * len(funcs)
     if len(weights) != len(funcs):
@@ -42,9 +46,14 @@ def weighted_sum(funcs: Sequence[RewardFunc], weights: Sequence[float] | None = 
     return named(reward, name, reward_kind="combined")
 
 
-def gate(condition: RewardFunc, then: RewardFunc, threshold: float = 1.0, otherwise: float = 0.0,
-         name: str | None = None):
-    """``then``'s score only where ``condition`` scores ≥ threshold, else ``otherwise`` (e.g. no format, no credit)."""
+def gate(
+    condition: RewardFunc,
+    then: RewardFunc,
+    threshold: float = 1.0,
+    otherwise: float = 0.0,
+    name: str | None = None,
+):
+    """``then``'s score only where ``condition`` scores ≥ threshold, else ``otherwise``."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
         cond = _score(condition, prompts, completions, kwargs)
@@ -59,10 +68,16 @@ def clip(fn: RewardFunc, low: float = -1.0, high: float = 1.0, name: str | None 
     """Clamp scores into [low, high] (None passes through)."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        return [None if s is None else min(high, max(low, s)) for s in _score(fn, prompts, completions, kwargs)]
+        return [
+            None if s is None else min(high, max(low, s)) for s in _score(fn, prompts, completions, kwargs)
+        ]
 
-    return named(reward, name or _name(fn), reward_kind=getattr(fn, "reward_kind", "combined"),
-                 reward_range=(low, high))
+    return named(
+        reward,
+        name or _name(fn),
+        reward_kind=getattr(fn, "reward_kind", "combined"),
+        reward_range=(low, high),
+    )
 
 
 def normalize(fn: RewardFunc, low: float, high: float, name: str | None = None):
@@ -74,8 +89,9 @@ def normalize(fn: RewardFunc, low: float, high: float, name: str | None = None):
         scores = _score(fn, prompts, completions, kwargs)
         return [None if s is None else min(1.0, max(0.0, (s - low) / (high - low))) for s in scores]
 
-    return named(reward, name or _name(fn), reward_kind=getattr(fn, "reward_kind", "combined"),
-                 reward_range=(0.0, 1.0))
+    return named(
+        reward, name or _name(fn), reward_kind=getattr(fn, "reward_kind", "combined"), reward_range=(0.0, 1.0)
+    )
 
 
 class AdaptiveRewardScaler:
@@ -83,13 +99,23 @@ class AdaptiveRewardScaler:
 
     Per batch, success rate = share of completions scoring ≥ ``success_threshold``; an EMA of it drives
     ``w = base · (1 + gain · (target_rate − ema))`` clamped to [w_min, w_max]: a skill the model already
-    masters loses weight, one it fails at gains weight. ``weights`` exposes the current values; when TRL passes
+    masters loses weight, one it fails at gains weight. ``weights`` has the current values; when TRL passes
     ``log_metric`` they are logged as ``adaptive/<name>``.
     """
 
-    def __init__(self, funcs: Sequence[RewardFunc], base_weights: Sequence[float] | None = None, *,
-                 w_min: float = 0.1, w_max: float = 3.0, ema: float = 0.9, gain: float = 1.0,
-                 target_rate: float = 0.5, success_threshold: float = 0.5, name: str = "adaptive_reward"):
+    def __init__(
+        self,
+        funcs: Sequence[RewardFunc],
+        base_weights: Sequence[float] | None = None,
+        *,
+        w_min: float = 0.1,
+        w_max: float = 3.0,
+        ema: float = 0.9,
+        gain: float = 1.0,
+        target_rate: float = 0.5,
+        success_threshold: float = 0.5,
+        name: str = "adaptive_reward",
+    ):
         self.funcs = list(funcs)
         self.names = [_name(f) for f in self.funcs]
         self.base = list(base_weights) if base_weights is not None else [1.0] * len(self.funcs)

@@ -66,7 +66,7 @@ def make_exact_match_reward(column: str = "answer", name: str = "exact_match") -
 def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name: str = "fuzzy_match") -> Any:
     """Similarity in [0, 1] of the extracted answer to the gold (rapidfuzz ratio on normalised text).
 
-    A full ratio, not a partial one: a completion that pastes the whole context must not score as if it answered.
+    A full ratio, not a partial one: a completion that pastes the whole context must not score as an answer.
     Scores below ``min_score`` become 0 so near-misses do not earn a gradient toward noise.
     """
 
@@ -79,8 +79,12 @@ def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name
                 out.append(None)
                 continue
             pred = normalize_answer(extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4])
-            refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD-style lists of acceptable answers
-            score = max((fuzz.ratio(pred, normalize_answer(r)) / 100.0 for r in refs if not _blank(r)), default=0.0)
+            refs = (
+                gold if isinstance(gold, (list, tuple)) else [gold]
+            )  # SQuAD-style lists of acceptable answers
+            score = max(
+                (fuzz.ratio(pred, normalize_answer(r)) / 100.0 for r in refs if not _blank(r)), default=0.0
+            )
             out.append(score if score >= min_score else 0.0)
         return out
 
@@ -119,7 +123,7 @@ def _gsm8k_gold(gold: Any) -> Any:
     return gold
 
 
-# ---------------------------------------------------------------------------------------------- multiple choice
+# ------------------------------------------------------------------------------------------ multiple choice
 
 _CHOICE_PATTERNS = [
     re.compile(r"(?:answer|choice|option)\s*(?:is|:)?\s*\(?\*{0,2}([A-J])\b\)?", re.IGNORECASE),
@@ -176,7 +180,7 @@ def _gold_letter(gold: Any) -> str | None:
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in a completion: whole text, else a ```json fence, else the outermost ``{…}``; or raise."""
+    """The JSON value in a completion: whole text, else a ```json fence, else outermost ``{…}``; or raise."""
     stripped = text.strip()
     candidates = [stripped]
     fence = re.search(r"```(?:json)?\s*\n(.*?)```", stripped, re.DOTALL)
@@ -224,7 +228,9 @@ def make_json_field_match_reward(field: str, column: str = "answer", name: str |
             out.append(1.0 if _json_equal(value, gold) else 0.0)
         return out
 
-    return named(reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0))
+    return named(
+        reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0)
+    )
 
 
 def _json_equal(value: Any, gold: Any) -> bool:
@@ -233,7 +239,9 @@ def _json_equal(value: Any, gold: Any) -> bool:
     a, b = parse_number(value) if not isinstance(value, (dict, list)) else None, parse_number(gold)
     if a is not None and b is not None:
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return normalize_text(json.dumps(value) if isinstance(value, (dict, list)) else value) == normalize_text(gold)
+    return normalize_text(json.dumps(value) if isinstance(value, (dict, list)) else value) == normalize_text(
+        gold
+    )
 
 
 exact_match_reward = make_exact_match_reward()
@@ -263,4 +271,6 @@ def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str |
             out.append(float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0)
         return out
 
-    return named(reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0))
+    return named(
+        reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0)
+    )

@@ -1,6 +1,6 @@
 """Format rewards: is the completion shaped the way the trainer asked (tags, JSON, code)?
 
-Tag rewards insist on each tag appearing exactly once, so stuffing tags cannot earn more than following the format.
+Tag rewards insist on each tag appearing exactly once, so stuffing tags earns nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from grpo_fast.rewards.base import column as get_column
 from grpo_fast.rewards.base import completion_texts, factory, named, reward_meta
 from grpo_fast.rewards.correctness import extract_json
 
-_STRICT_XML = re.compile(r"\A<reasoning>\n(?:(?!</?reasoning>|</?answer>).)+?\n</reasoning>\n<answer>\n"
-                         r"(?:(?!</?reasoning>|</?answer>).)+?\n</answer>\n?\Z", re.DOTALL)
+_STRICT_XML = re.compile(
+    r"\A<reasoning>\n(?:(?!</?reasoning>|</?answer>).)+?\n</reasoning>\n<answer>\n"
+    r"(?:(?!</?reasoning>|</?answer>).)+?\n</answer>\n?\Z",
+    re.DOTALL,
+)
 _SOFT_XML = re.compile(r"<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>", re.DOTALL)
 _THINK_ANSWER = re.compile(r"\A\s*<think>(.+?)</think>\s*<answer>(.+?)</answer>\s*\Z", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
@@ -23,6 +26,11 @@ _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 def _tags_once(text: str, *tags: str) -> bool:
     return all(text.count(f"<{t}>") == 1 and text.count(f"</{t}>") == 1 for t in tags)
+
+
+def _real(content: str) -> bool:
+    """Tag content that says something: not empty and not a placeholder like '...' copied from the prompt."""
+    return bool(content.strip().strip(".…").strip())
 
 
 @reward_meta("format", 0.0, 1.0)
@@ -37,7 +45,7 @@ def soft_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> lis
     out = []
     for t in completion_texts(completions):
         m = _SOFT_XML.search(t) if _tags_once(t, "reasoning", "answer") else None
-        out.append(1.0 if m and m.group(1).strip() and m.group(2).strip() else 0.0)
+        out.append(1.0 if m and _real(m.group(1)) and _real(m.group(2)) else 0.0)
     return out
 
 
@@ -68,7 +76,7 @@ def think_answer_format_reward(prompts: Any, completions: Any, **kwargs: Any) ->
     out = []
     for t in completion_texts(completions):
         m = _THINK_ANSWER.match(t) if _tags_once(t, "think", "answer") else None
-        out.append(1.0 if m and m.group(1).strip() and m.group(2).strip() else 0.0)
+        out.append(1.0 if m and _real(m.group(1)) and _real(m.group(2)) else 0.0)
     return out
 
 
@@ -90,8 +98,10 @@ def json_valid_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[flo
 
 
 @factory
-def make_json_schema_reward(schema: dict | None = None, column: str = "schema", name: str = "json_schema") -> Any:
-    """1.0 when the completion's JSON validates against ``schema`` (or the per-row ``column``; JSON string ok)."""
+def make_json_schema_reward(
+    schema: dict | None = None, column: str = "schema", name: str = "json_schema"
+) -> Any:
+    """1.0 when the completion's JSON validates against ``schema`` (or the per-row ``column``)."""
     import jsonschema
 
     fixed = jsonschema.Draft202012Validator(schema) if schema is not None else None
@@ -122,35 +132,51 @@ def make_json_schema_reward(schema: dict | None = None, column: str = "schema", 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
     """``(language, body)`` of each fenced code block."""
-    return [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    return [(lang.lower(), body) for lang, body in _FENCE.findall(text[:200_000])]
+
+
+_PY_LANGS = ("", "python", "py", "python3")
+
+
+def _substantive(tree: ast.Module) -> bool:
+    """True when the code does something: not only ``pass``, ``...`` or bare constants."""
+    return any(
+        not isinstance(node, ast.Pass)
+        and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        for node in tree.body
+    )
+
+
+def _parse(src: str | None) -> ast.Module | None:
+    try:
+        return ast.parse(src) if src and len(src) < 200_000 else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 @reward_meta("format", 0.0, 1.0)
 def code_block_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-    """1.0 when there is a non-empty fenced code block (```python or bare ```)."""
+    """1.0 for one to three python (or bare) fenced blocks with real content (more = stuffing)."""
     out = []
     for t in completion_texts(completions):
-        blocks = [b for lang, b in fenced_blocks(t) if lang in ("", "python", "py", "python3") and b.strip()]
-        out.append(1.0 if blocks else 0.0)
+        blocks = [b for lang, b in fenced_blocks(t) if lang in _PY_LANGS]
+        real = [b for b in blocks if b.strip() and b.strip() not in ("pass", "...")]
+        out.append(1.0 if real and len(blocks) <= 3 else 0.0)
     return out
 
 
 def _python_source(text: str) -> str | None:
-    blocks = [b for lang, b in fenced_blocks(text) if lang in ("", "python", "py", "python3")]
+    blocks = [b for lang, b in fenced_blocks(text) if lang in _PY_LANGS]
     if blocks:
-        return blocks[-1]
+        return blocks[-1] if len(blocks) <= 3 else None
     return text if text.strip() else None
 
 
 @reward_meta("format", 0.0, 1.0)
 def python_syntax_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-    """1.0 when the (last fenced, else whole) code parses with ``ast`` and defines or computes something."""
+    """1.0 when the (last fenced, else whole) code parses with ``ast`` and does something beyond ``pass``."""
     out = []
     for t in completion_texts(completions):
-        src = _python_source(t)
-        try:
-            tree = ast.parse(src) if src and len(src) < 200_000 else None
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
-        out.append(1.0 if tree is not None and tree.body else 0.0)
+        tree = _parse(_python_source(t))
+        out.append(1.0 if tree is not None and _substantive(tree) else 0.0)
     return out

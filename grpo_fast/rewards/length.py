@@ -28,7 +28,7 @@ def _lengths(texts: list[str], completion_ids: Any, tokenizer: Any, use_ids: boo
 
 @factory
 def make_ideal_length_reward(target: int = 200, tokenizer: Any = None, name: str | None = None) -> Any:
-    """1.0 at ``target`` length, falling linearly to 0 at 0 and at 2×target: rewards neither padding nor terseness."""
+    """1.0 at ``target`` length, falling linearly to 0 at 0 and at 2×target: no reward for padding."""
     if target <= 0:
         raise ValueError("target must be positive")
     count = _counter(tokenizer)
@@ -78,16 +78,24 @@ def make_max_length_penalty(max_length: int = 512, tokenizer: Any = None, name: 
     count = _counter(tokenizer)
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-        return [-min(1.0, max(0, count(t) - max_length) / max(1, max_length)) for t in completion_texts(completions)]
+        return [
+            -min(1.0, max(0, count(t) - max_length) / max(1, max_length))
+            for t in completion_texts(completions)
+        ]
 
-    return named(reward, name or f"max_length_penalty_{max_length}", reward_kind="length", reward_range=(-1.0, 0.0))
+    return named(
+        reward, name or f"max_length_penalty_{max_length}", reward_kind="length", reward_range=(-1.0, 0.0)
+    )
 
 
 @factory
 def make_soft_overlong_punishment(
-    max_length: int = 1024, cache_length: int = 256, tokenizer: Any = None, name: str = "soft_overlong_punishment"
+    max_length: int = 1024,
+    cache_length: int = 256,
+    tokenizer: Any = None,
+    name: str = "soft_overlong_punishment",
 ) -> Any:
-    """DAPO soft overlong punishment: 0 up to L_max − L_cache, linear to −1 at L_max (tokens from completion_ids)."""
+    """DAPO soft overlong punishment: 0 up to L_max − L_cache, linear to −1 at L_max (tokens)."""
     if not 0 < cache_length <= max_length:
         raise ValueError("need 0 < cache_length <= max_length")
     start = max_length - cache_length

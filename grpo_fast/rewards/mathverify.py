@@ -1,7 +1,7 @@
 """Math answer equivalence (math-verify) that is thread-safe and time-bounded.
 
 math-verify bounds its own work with ``signal.alarm``, which only works in the main thread: TRL's async reward
-loop, ``asyncio.to_thread`` and data-loader threads break it. So its timeouts are disabled here and parsing and
+loop, ``asyncio.to_thread`` and data-loader threads break it. So its timeouts are disabled and parsing and
 verification run in a small pool of persistent worker *processes* (``_mathworker.py``, started with
 ``subprocess`` so no ``__main__`` re-import happens) with a per-item deadline; a stuck worker is killed and
 replaced. Plain numeric answers (GSM8K) never leave the process: a fast path compares them directly.
@@ -98,7 +98,9 @@ class _Worker:
 class MathVerifyPool:
     """Pool of math-verify worker processes with a per-item deadline; safe to call from any thread."""
 
-    def __init__(self, workers: int = 2, timeout: float = 3.0, memory_mb: int = 4096, startup_timeout: float = 60.0):
+    def __init__(
+        self, workers: int = 2, timeout: float = 3.0, memory_mb: int = 4096, startup_timeout: float = 60.0
+    ):
         self.max_workers = max(1, workers)
         self.timeout = timeout
         self.memory_mb = memory_mb
@@ -200,7 +202,9 @@ def math_equal(gold: Any, pred: str | None, pool: MathVerifyPool | None = None) 
     return verify_answers([gold], [pred], pool)[0]
 
 
-def verify_answers(golds: list[Any], preds: list[str | None], pool: MathVerifyPool | None = None) -> list[float | None]:
+def verify_answers(
+    golds: list[Any], preds: list[str | None], pool: MathVerifyPool | None = None
+) -> list[float | None]:
     out: list[float | None] = [None] * len(golds)
     slow: list[int] = []
     for i, (gold, pred) in enumerate(zip(golds, preds)):
@@ -219,7 +223,10 @@ def verify_answers(golds: list[Any], preds: list[str | None], pool: MathVerifyPo
     if slow:
         try:
             results = (pool or get_pool()).verify_many(
-                [(str(golds[i]), preds[i] if preds[i] and len(preds[i]) <= MAX_ANSWER_CHARS else "") for i in slow]
+                [
+                    (str(golds[i]), preds[i] if preds[i] and len(preds[i]) <= MAX_ANSWER_CHARS else "")
+                    for i in slow
+                ]
             )
         except RuntimeError as err:  # verifier unavailable: say "not applicable" rather than guess
             logger.warning("%s", err)
@@ -237,10 +244,12 @@ def extract_math_answer(text: str) -> str | None:
 
 
 @reward_meta("correctness", 0.0, 1.0)
-def math_accuracy_reward(prompts: Any, completions: Any, answer: Any = None, **kwargs: Any) -> list[float | None]:
-    """1.0 if the final answer (``<answer>``, else last ``\\boxed{}``, else last number) equals gold ``answer``.
+def math_accuracy_reward(
+    prompts: Any, completions: Any, answer: Any = None, **kwargs: Any
+) -> list[float | None]:
+    """1.0 if the final answer (``<answer>``, else last ``\\boxed{}``, else last number) equals ``answer``.
 
-    Symbolic equivalence via math-verify (fractions, roots, tuples, intervals, sets, expressions); None when the
+    Symbolic equivalence via math-verify (fractions, roots, tuples, intervals, sets, expressions); None if the
     gold cannot be parsed. Thread-safe and time-bounded (see module docstring).
     """
     texts = completion_texts(completions)

@@ -3,7 +3,7 @@
     trainer = GRPOTrainer(..., reward_funcs=MATH_REASONING_REWARDS.funcs,
                           args=GRPOConfig(..., reward_weights=MATH_REASONING_REWARDS.weights))
 
-Weights follow one scale: correctness 2.0, format 0.5-1.0, length 0.1-0.5, style within ±0.5, so being right always
+Weights follow one scale: correctness 2.0, format 0.5-1.0, length 0.1-0.5, style ±0.5, so being right always
 outweighs looking right.
 """
 
@@ -107,11 +107,13 @@ QA_REWARDS = RewardPreset(
 PRESETS: dict[str, RewardPreset] = {
     p.name: p for p in (MATH_REASONING_REWARDS, CODE_GENERATION_REWARDS, SUMMARIZATION_REWARDS, QA_REWARDS)
 }
-PRESETS.update({"math": MATH_REASONING_REWARDS, "code": CODE_GENERATION_REWARDS, "summarize": SUMMARIZATION_REWARDS})
+PRESETS.update(
+    {"math": MATH_REASONING_REWARDS, "code": CODE_GENERATION_REWARDS, "summarize": SUMMARIZATION_REWARDS}
+)
 
 
 def get_preset(name: str) -> RewardPreset:
-    """Preset by name (``math_reasoning``/``math``, ``code_generation``/``code``, ``summarization``, ``qa``)."""
+    """Preset by name: math_reasoning/math, code_generation/code, summarization, qa."""
     from grpo_fast.errors import UserError
 
     key = name.lower().removesuffix("_rewards")

@@ -49,11 +49,14 @@ _QUOTE_RE = re.compile(r"\"([^\"\n]{3,400})\"|“([^”\n]{3,400})”|«([^»\n]
 
 @factory
 def make_citation_reward(
-    column: str = "context", source_column: str = "source", min_words: int = 3, max_words: int = 40,
+    column: str = "context",
+    source_column: str = "source",
+    min_words: int = 3,
+    max_words: int = 40,
     name: str = "citation",
 ) -> Any:
     """Grounding: share of quoted spans (3–40 words) that occur verbatim in the context, or 1.0 if the
-    source's name is cited; 0 with no citation. Long quotes earn nothing, so pasting the context is not citing.
+    source's name is cited; 0 with no citation. Long quotes earn nothing (pasting is not citing).
     None when the row has neither context nor source.
     """
 
@@ -87,8 +90,10 @@ def _cites_source(text: str, source: str) -> bool:
 
 
 @factory
-def make_repetition_penalty(ngram_size: int = 3, max_penalty: float = -1.0, name: str = "repetition_penalty") -> Any:
-    """Penalty ∝ share of repeated n-grams: 0 for all-unique text, ``max_penalty`` for one n-gram on repeat."""
+def make_repetition_penalty(
+    ngram_size: int = 3, max_penalty: float = -1.0, name: str = "repetition_penalty"
+) -> Any:
+    """Penalty ∝ share of repeated n-grams: 0 if all unique, ``max_penalty`` for one n-gram repeated."""
     if max_penalty > 0:
         raise ValueError("max_penalty must be <= 0")
 
@@ -147,7 +152,7 @@ def make_faithfulness_reward(
 ) -> Any:
     """Hallucination proxy: share of the summary's n-grams that occur in the source document.
 
-    A "summary" longer than ``max_ratio`` × the document scores 0, so copying the source is not faithful summarising.
+    A "summary" longer than ``max_ratio`` × the document scores 0: copying is not summarising.
     """
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
