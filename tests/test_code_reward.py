@@ -6,7 +6,11 @@ import time
 
 import pytest
 
-from grpo_fast.rewards.code import code_execution_reward, extract_code, make_code_execution_reward
+from grpo_fast.rewards.code import (
+    code_execution_reward,
+    extract_code,
+    make_code_execution_reward,
+)
 
 ADD = "def add(a, b):\n    return a + b\n"
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4", "assert add(0, 5) == 5"]

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -219,10 +220,12 @@ _PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools",
             "datetime", "builtins", "os", "time", "array", "numbers")
 _SNAPSHOT: dict[str, tuple[Any, dict[str, Any]]] = {}
 _STDLIB_CALLABLES: list[Any] = []  # classes and functions of preloaded modules: tests may call them freely
+_CHECKS: dict[str, Any] = {}  # built once in the zygote, before any program exists
 
 
 def _snapshot_modules() -> None:
     """Record stdlib module namespaces in the zygote, so the harness can undo a program's monkeypatching."""
+    import resource  # noqa: F401 - loaded once here instead of in every child
     for name in _PRELOAD:
         try:
             mod = __import__(name)
@@ -235,7 +238,7 @@ def _snapshot_modules() -> None:
 def _harness(token: str, rfd: int, program: str, tests: Sequence[str], setup: str) -> None:
     """Run setup + program + tests; write ``token\\n{json}`` to ``rfd`` only after the last test."""
     write, exit_, dumps, compile_, exec_ = os.write, os._exit, json.dumps, compile, exec
-    checks = _make_checks()
+    checks = dict(_CHECKS) if _CHECKS else _make_checks()
     trust_code = checks.pop("trust_code")
     trusted_builtins = dict(_SNAPSHOT["builtins"][1]) if "builtins" in _SNAPSHOT else dict(vars(__builtins__))
     sys_modules, snapshot, settrace, setprofile = sys.modules, dict(_SNAPSHOT), sys.settrace, sys.setprofile
@@ -325,12 +328,14 @@ def _child(job: dict[str, Any], level: str, uid: int, token: str, rfd: int, out:
            workdir: str) -> None:
     """The program's process: limits, privilege drop, then the harness. Never returns."""
     try:
-        import resource
+        import resource  # preloaded by the zygote: no import cost here
 
         os.setsid()
         if level == "namespaces+uid-drop":
-            base = _enter_private_fs()
-            workdir = tempfile.mkdtemp(dir=base)
+            if _libc.unshare(_CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare mount namespace")
+            workdir = os.path.join(_enter_private_fs(), "work")  # /tmp is private: a fixed name is fine
+            os.mkdir(workdir, 0o700)
             os.chown(workdir, uid, uid)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -406,7 +411,7 @@ def _supervise(job: dict[str, Any], level: str, uid: int) -> dict[str, Any]:
     r_err, w_err = os.pipe()
     workdir = ""
     if level == "namespaces+uid-drop":
-        if _libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS) != 0:
+        if _libc.unshare(_CLONE_NEWPID) != 0:  # the program's mount namespace is its own (see _child)
             raise OSError(ctypes.get_errno(), "unshare")
     else:
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -451,7 +456,7 @@ def _supervise(job: dict[str, Any], level: str, uid: int) -> dict[str, Any]:
         os.close(fd)
     if level != "namespaces+uid-drop":
         _kill_leftovers(level, uid, pid)
-        subprocess.run(["rm", "-rf", "--one-file-system", workdir], check=False)
+        shutil.rmtree(workdir, ignore_errors=True)  # fd-based: does not follow the program's symlinks
     rc = os.waitstatus_to_exitcode(status_raw)
     res: dict[str, Any] = {"returncode": rc, "wall_s": time.monotonic() - t0, "n_tests": len(job.get("tests") or []),
                            "stdout": bufs[r_out].decode(errors="replace"),
@@ -523,6 +528,7 @@ def _zygote_main(requested: str, workers: int) -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     level = _detect_level(requested)
     _snapshot_modules()
+    _CHECKS.update(_make_checks())
     uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") * 1024
     _send(1, {"level": level})
     inbuf = bytearray()
@@ -530,6 +536,7 @@ def _zygote_main(requested: str, workers: int) -> None:
     free = list(range(workers))
     running: dict[int, tuple[Any, int, int, bytearray]] = {}  # result fd -> (job id, slot, pid, buffer)
     stdin_open = True
+    zombies: list[int] = []
     while stdin_open or running or queue:
         while queue and free:
             job, slot = queue.pop(0), free.pop()
@@ -552,7 +559,7 @@ def _zygote_main(requested: str, workers: int) -> None:
         fds = list(running) + ([0] if stdin_open else [])
         if not fds:
             break
-        for fd in select.select(fds, [], [])[0]:
+        for fd in select.select(fds, [], [], 0.05 if zombies else None)[0]:
             chunk = os.read(fd, 1 << 16)
             if fd == 0:
                 if not chunk:
@@ -568,9 +575,12 @@ def _zygote_main(requested: str, workers: int) -> None:
             else:
                 _, slot, pid, buf = running.pop(fd)
                 os.close(fd)
-                os.waitpid(pid, 0)
+                zombies.append(pid)  # reaped without blocking: its exit may still be tearing down
                 free.append(slot)
                 os.write(1, bytes(buf))
+        for pid in list(zombies):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                zombies.remove(pid)
 
 
 # ----------------------------------------------------------------------------------------------------------
