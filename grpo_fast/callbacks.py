@@ -1,0 +1,77 @@
+"""Trainer callbacks: a compact progress bar, per-step metrics and sample completions in the run directory."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+
+from grpo_fast import rundir
+
+
+class RunLogger(TrainerCallback):
+    """Writes metrics.jsonl every logged step and samples.jsonl every ``sample_every`` steps.
+
+    Replaces transformers' ProgressCallback, whose dict dumps drown the progress bar.
+    """
+
+    def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4):
+        self.run_dir = Path(run_dir)
+        self.sample_every = sample_every
+        self.n_samples = n_samples
+        self.trainer: Any = None
+        self.bar: Any = None
+
+    def attach(self, trainer: Any) -> None:
+        """Give the callback the trainer, whose recent completions it samples."""
+        self.trainer = trainer
+        trainer.remove_callback(ProgressCallback)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from tqdm.auto import tqdm
+
+        if state.is_world_process_zero:
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="GRPO", unit="step",
+                            dynamic_ncols=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "reward" not in logs:
+            return
+        record = {"step": state.global_step, **{k: _clean(v) for k, v in logs.items()}}
+        rundir.append_jsonl(self.run_dir / "metrics.jsonl", record)
+        if self.bar is not None:
+            self.bar.set_postfix(reward=f"{logs['reward']:.2f}", std=f"{logs.get('reward_std', 0):.2f}")
+        if state.global_step % self.sample_every == 0 or state.global_step == 1:
+            for sample in self.samples(state.global_step):
+                rundir.append_jsonl(self.run_dir / "samples.jsonl", sample)
+
+    def samples(self, step: int) -> list[dict]:
+        """The last few completions TRL scored, with each reward's score."""
+        logs = getattr(self.trainer, "_logs", None)
+        if not logs or not logs.get("completion"):
+            return []
+        prompts, completions = list(logs["prompt"]), list(logs["completion"])
+        rewards = {name: list(values) for name, values in logs["rewards"].items()}
+        out = []
+        for i in range(max(0, len(completions) - self.n_samples), len(completions)):
+            out.append({"step": step, "prompt": prompts[i][-300:], "completion": completions[i],
+                        "rewards": {name: _clean(values[i]) for name, values in rewards.items()}})
+        return out
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe numbers: NaN/inf become None."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value

@@ -1,0 +1,89 @@
+"""The ``grpo-fast`` command: a thin shell over the Python API of the same names."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from grpo_fast.errors import UserError
+
+
+def _train(args: argparse.Namespace) -> int:
+    from grpo_fast.train import prepare, resolve_config, train
+
+    cfg = resolve_config(args.target, args.overrides)
+    if args.dry_run:
+        prep = prepare(cfg, force=args.force)
+        print("\n".join(prep.report))
+        print("dry run: every check passed; no weights were loaded and nothing was written")
+        return 0
+    result = train(cfg, force=args.force)
+    print(result.text())
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from grpo_fast.models import resolve_model_path
+    from grpo_fast.plan import estimate, propose
+    from grpo_fast.train import gpu_memory_gb, plan_input, resolve_config
+
+    cfg = resolve_config(args.target, args.overrides)
+    card = args.card_gb or gpu_memory_gb()
+    base = plan_input(cfg, resolve_model_path(cfg.model), card)
+    print(f"model: {cfg.model} ({base.shape.n_params / 1e9:.2f} B parameters)")
+    print(estimate(base).table())
+    for size in [card] if card else [16, 24, 40, 80]:
+        try:
+            fit = propose(base.shape, size, base)
+        except UserError as err:
+            print(f"{size:>5g} GB: does not fit ({err.what})")
+            continue
+        print(f"{size:>5g} GB: num_generations={fit.num_generations} per_device_train_batch_size="
+              f"{fit.per_device_train_batch_size} max_completion_length={fit.max_completion_length} "
+              f"load_in_4bit={fit.load_in_4bit} -> {estimate(fit).total_gb:.1f} GiB")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-fast", description="Unsloth-first GRPO fine-tuning on TRL.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a recipe or a YAML config (no argument: the CPU demo)")
+    train.add_argument("target", nargs="?", help="recipe name (demo, math, code, qa, summarization) or a YAML file")
+    train.add_argument("overrides", nargs="*", help="key=value overrides of any config or GRPOConfig key")
+    train.add_argument("--dry-run", action="store_true", help="check config, data, rewards and memory; load no weights")
+    train.add_argument("--force", action="store_true", help="train even if the reward gold self-test fails")
+    train.set_defaults(func=_train)
+
+    plan = sub.add_parser("plan", help="estimate peak GPU memory and propose settings per card size")
+    plan.add_argument("target", nargs="?", help="recipe name or YAML file")
+    plan.add_argument("overrides", nargs="*", help="key=value overrides")
+    plan.add_argument("--card-gb", type=float, default=None, help="plan for this card only (GB)")
+    plan.set_defaults(func=_plan)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "target", None) and "=" in args.target:  # `grpo-fast train max_steps=5`: no target, only overrides
+        args.overrides.insert(0, args.target)
+        args.target = None
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if not args.verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        logging.getLogger("grpo_fast").setLevel(logging.INFO)
+    try:
+        return args.func(args)
+    except UserError as err:
+        print(str(err), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

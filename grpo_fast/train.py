@@ -1,0 +1,265 @@
+"""Train: resolve the config, check data and rewards, plan memory, then run TRL's real GRPOTrainer.
+
+``prepare`` does everything that needs no model weights (it is the whole of ``--dry-run``);
+``train`` loads the model, trains, and writes the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_fast import config as config_mod
+from grpo_fast import data, models, rundir
+from grpo_fast.config import RunConfig
+from grpo_fast.errors import UserError
+from grpo_fast.recipes import Recipe, get_recipe
+
+log = logging.getLogger("grpo_fast.train")
+
+# Defaults that make TRL safe on any machine: TRL's own bf16 default fails on CPU.
+KIT_DEFAULTS: dict[str, Any] = {
+    "report_to": "none",
+    "logging_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 100,
+    "save_total_limit": 2,
+    "learning_rate": 5.0e-6,
+    "num_generations": 8,
+    "max_completion_length": 256,
+}
+PROFILES: dict[str, dict[str, Any]] = {
+    "cpu": {"bf16": False, "use_cpu": True},
+    "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
+               "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
+               "gpu_memory_utilization": 0.5},
+    "performance": {"use_vllm": True, "vllm_mode": "colocate", "num_generations": 16,
+                    "per_device_train_batch_size": 16, "gpu_memory_utilization": 0.6},
+}
+
+
+def gpu_memory_gb() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 2**30
+
+
+def profile_defaults(name: str) -> tuple[str, dict[str, Any]]:
+    """The profile's settings; ``auto`` picks cpu / memory (< 40 GB) / performance from the GPU."""
+    from grpo_fast.plan import profile_for
+
+    card = gpu_memory_gb()
+    if name == "auto":
+        name = profile_for(card)
+    settings = dict(PROFILES[name])
+    if card is not None:
+        import torch
+
+        bf16 = torch.cuda.is_bf16_supported()
+        settings.update({"bf16": bf16, "fp16": not bf16})
+    return name, settings
+
+
+def resolve_config(target: str | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
+    """Build the RunConfig from a recipe name or YAML file plus ``key=value`` overrides."""
+    cli = config_mod.parse_overrides(overrides) if isinstance(overrides, list) else dict(overrides or {})
+    file_values: dict[str, Any] = {}
+    lines: dict[str, str] = {}
+    if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
+        file_values, lines = config_mod.read_yaml(target)
+    elif target:
+        cli.setdefault("recipe", target)
+    recipe_name = cli.get("recipe") or file_values.get("recipe") or "demo"
+    recipe = get_recipe(str(recipe_name))
+    models.preimport_unsloth(str(cli.get("backend") or file_values.get("backend") or "auto"))
+    profile_name, profile = profile_defaults(str(cli.get("profile") or file_values.get("profile") or "auto"))
+    cfg = config_mod.build_config([
+        (KIT_DEFAULTS, "grpo_fast default"),
+        (profile, f"profile {profile_name}"),
+        (recipe.defaults, f"recipe {recipe.name}"),
+        (file_values, lines),
+        (cli, "command line"),
+    ])
+    cfg.profile = profile_name
+    return cfg
+
+
+# --------------------------------------------------------------------------- checks before loading weights
+
+
+@dataclass
+class Prepared:
+    """The outcome of the pre-training checks: data ready to train on and what was found."""
+
+    cfg: RunConfig
+    recipe: Recipe
+    train_rows: list[dict]
+    eval_rows: list[dict]
+    tokenizer: Any
+    report: list[str] = field(default_factory=list)
+
+
+def gold_self_test(recipe: Recipe, rows: list[dict], limit: int = 32) -> tuple[int, list[str]]:
+    """Score each row's gold completion: the correctness reward must give its maximum, or training is refused."""
+    funcs = {f.__name__: f for f in recipe.reward_funcs()}
+    fn = funcs[recipe.correctness]
+    sample = rows[:limit]
+    columns = {k: [r.get(k) for r in sample] for k in sample[0] if k != "prompt"}
+    completions = [[{"role": "assistant", "content": recipe.gold(r)}] for r in sample]
+    scores = fn(prompts=[r["prompt"] for r in sample], completions=completions, **columns)
+    best = recipe.correctness_max
+    failures = [f"row {i}: gold completion scored {s} (< {best}): {completions[i][0]['content'][:80]!r}"
+                for i, s in enumerate(scores) if s is None or s < best - 1e-9]
+    return len(sample), failures
+
+
+def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
+    """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
+    recipe = get_recipe(cfg.recipe)
+    backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit,
+                                    use_vllm=cfg.grpo.get("use_vllm", False))
+    report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})"]
+    rows = recipe.rows(cfg)
+    origin = cfg.dataset or f"recipe {recipe.name} sample"
+    data.validate_rows(rows, recipe.required, origin)
+    rows, duplicates = data.dedupe(rows)
+    model_path = models.resolve_model_path(cfg.model)
+    tokenizer = _load_tokenizer(model_path)
+    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
+    train_rows, eval_rows = data.split_holdout(rows, cfg.eval_rows, cfg.seed)
+    report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
+    report.append(stats.line())
+    checked, failures = gold_self_test(recipe, train_rows)
+    if failures and not force:
+        raise UserError(
+            f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
+            f"'{recipe.correctness}' reward\n  " + "\n  ".join(failures[:5]),
+            origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
+        )
+    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{recipe.correctness}'")
+    report.append(memory_line(cfg, model_path, stats.max))
+    return Prepared(cfg, recipe, train_rows, eval_rows, tokenizer, report)
+
+
+def _load_tokenizer(model_path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+    except OSError as err:
+        raise models._hub_error(model_path, err) from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def plan_input(cfg: RunConfig, model_path: str, card_gb: float | None, prompt_tokens: int | None = None) -> Any:
+    """The planner's view of this run, from the model config alone (no weights)."""
+    from grpo_fast.plan import ModelShape, PlanInput
+
+    g = cfg.grpo
+    dtype = "bf16" if g.get("bf16") else ("fp16" if g.get("fp16") else "fp32")
+    return PlanInput(
+        shape=ModelShape.resolve(model_path), load_in_4bit=cfg.load_in_4bit, lora=cfg.lora, lora_r=cfg.lora_r,
+        full_finetune=not cfg.lora, optim=g.get("optim", "adamw_torch"),
+        gradient_checkpointing=g.get("gradient_checkpointing", False),
+        num_generations=g.get("num_generations", 8),
+        per_device_train_batch_size=g.get("per_device_train_batch_size", 8),
+        max_prompt_tokens=min(prompt_tokens or cfg.max_prompt_tokens, cfg.max_prompt_tokens),
+        max_completion_length=g.get("max_completion_length", 256), dtype=dtype, use_vllm=g.get("use_vllm", False),
+        vllm_gpu_memory_utilization=cfg.gpu_memory_utilization, beta=g.get("beta", 0.0),
+        unsloth=models.select_backend(cfg.backend, cuda=card_gb is not None).name == "unsloth", card_gb=card_gb,
+    )
+
+
+def memory_line(cfg: RunConfig, model_path: str, prompt_tokens: int) -> str:
+    """One line for the pre-training report: the planner's peak estimate against this machine."""
+    from grpo_fast.plan import estimate
+
+    card = gpu_memory_gb()
+    try:
+        plan = estimate(plan_input(cfg, model_path, card, prompt_tokens))
+    except UserError:
+        return f"memory plan: skipped (no config for {model_path} without the network)"
+    where = f"of {card:.1f} GiB on this GPU" if card else "(no GPU: this is RAM, an upper bound)"
+    verdict = "" if card is None or plan.total_gb <= card else "  WARNING: over the card; see `grpo-fast plan`"
+    return f"memory plan: peak about {plan.total_gb:.1f} GiB {where}{verdict}"
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports; also written as summary.json."""
+
+    run_dir: Path
+    steps: int
+    reward_first: float
+    reward_last: float
+    reward_max: float
+    wall_s: float
+    s_per_step: float
+    backend: str
+
+    def text(self) -> str:
+        return (f"reward (mean of first 5 -> last 5 logged steps): {self.reward_first:.3f} -> {self.reward_last:.3f}"
+                f"  (max possible {self.reward_max:g})\n"
+                f"{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend {self.backend})\n"
+                f"artifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, reward_curve.png, adapter/)")
+
+
+def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, callbacks: list | None = None) -> Any:
+    """TRL's GRPOTrainer with the recipe's rewards; the rewards' weights go to GRPOConfig.reward_weights."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    cfg = prep.cfg
+    funcs = prep.recipe.reward_funcs()
+    grpo = {"reward_weights": prep.recipe.reward_weights, **cfg.grpo}
+    args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
+    return GRPOTrainer(
+        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
+        train_dataset=Dataset.from_list(prep.train_rows), callbacks=callbacks,
+    )
+
+
+def train(cfg: RunConfig, force: bool = False) -> RunResult:
+    """Check, load, train, write artifacts. The run directory is created only after every check passed."""
+    from grpo_fast.callbacks import RunLogger
+
+    prep = prepare(cfg, force=force)
+    for line in prep.report:
+        print(line, flush=True)
+    loaded = models.load_model(cfg)
+    run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
+    rundir.write_yaml(run_dir / "config.yaml", cfg.to_dict())
+    rundir.write_json(run_dir / "versions.json", rundir.versions())
+    logger = RunLogger(run_dir, cfg.sample_every)
+    trainer = build_trainer(prep, loaded, run_dir / "checkpoints", callbacks=[logger])
+    logger.attach(trainer)
+    start = time.time()
+    trainer.train()
+    wall = time.time() - start
+    adapter = run_dir / "adapter"
+    trainer.save_model(str(run_dir / ".adapter.tmp"))
+    (run_dir / ".adapter.tmp").replace(adapter)
+    loaded.tokenizer.save_pretrained(str(adapter))
+    metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
+    rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
+    rewards = [m["reward"] for m in metrics if m.get("reward") is not None and not math.isnan(m["reward"])]
+    steps = trainer.state.global_step
+    result = RunResult(
+        run_dir=run_dir, steps=steps,
+        reward_first=sum(rewards[:5]) / max(1, len(rewards[:5])),
+        reward_last=sum(rewards[-5:]) / max(1, len(rewards[-5:])),
+        reward_max=prep.recipe.reward_max, wall_s=wall, s_per_step=wall / max(1, steps), backend=loaded.backend.name,
+    )
+    rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir)})
+    return result
