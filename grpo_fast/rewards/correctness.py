@@ -127,9 +127,12 @@ def _gsm8k_gold(gold: Any) -> Any:
 
 _CHOICE_PATTERNS = [
     re.compile(r"(?:answer|choice|option)\s*(?:is|:)?\s*\(?\*{0,2}([A-J])\b\)?", re.IGNORECASE),
-    re.compile(r"^\s*\(?([A-J])[\).:]?\s*$"),
+    re.compile(r"^\s*\(?([A-J])[\).:]?\s*$", re.IGNORECASE),
     re.compile(r"^\s*\(?([A-J])[\).:]\s"),
 ]
+
+
+_HEDGE = re.compile(r"\b[A-J]\)?\s*(?:or|and|/|,)\s*\(?[A-J]\b")
 
 
 def extract_choice(text: str) -> str | None:
@@ -140,6 +143,8 @@ def extract_choice(text: str) -> str | None:
     candidates = [inner] if inner is not None else [text[-2_000:]]
     for cand in candidates:
         cand = cand.strip()
+        if _HEDGE.search(cand):
+            return None
         for pattern in _CHOICE_PATTERNS:
             matches = pattern.findall(cand)
             if matches:

@@ -1,0 +1,90 @@
+"""math_accuracy_reward: equivalence, extraction order, threads/async, and bounded time on pathological input."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from grpo_fast.rewards import math_accuracy_reward, math_equal
+from grpo_fast.rewards.mathverify import MathVerifyPool, verify_answers
+
+
+def score(completions, answers):
+    return math_accuracy_reward(prompts=None, completions=completions, answer=answers)
+
+
+@pytest.mark.parametrize(("completion", "gold"), [
+    ("<answer>72</answer>", "72"),
+    ("Natalia sold 48 + 24 = 72 clips, so $72", "72"),
+    ("<answer>$1,234</answer>", "1,234"),
+    ("so \\boxed{\\frac{1}{2}}", "0.5"),
+    ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\sqrt{2}/2"),
+    ("<answer>(1, 2)</answer>", "(1,2)"),
+    ("<answer>[0, 1)</answer>", "[0,1)"),
+    ("<answer>\\{2, 1\\}</answer>", "\\{1,2\\}"),
+    ("<answer>(x+1)^2</answer>", "x^2+2x+1"),
+    ("\\boxed{\\boxed{5}} then more", "5"),
+    ([{"role": "assistant", "content": "<answer>\\dfrac{3}{4}</answer>"}], "\\frac34"),
+])
+def test_equivalent(completion, gold):
+    assert score([completion], [gold]) == [1.0]
+
+
+@pytest.mark.parametrize(("completion", "gold"), [
+    ("<answer>73</answer>", "72"),
+    ("<answer>71, 72, 73</answer>", "72"),
+    ("<answer>1</answer><answer>72</answer>", "72"),
+    ("", "72"),
+    ("no number at all", "x^2"),
+    ("<answer>(x+1)^3</answer>", "x^2+2x+1"),
+])
+def test_not_equivalent(completion, gold):
+    assert score([completion], [gold]) == [0.0]
+
+
+def test_unparseable_gold_is_none():
+    assert score(["<answer>1</answer>", "1"], [None, ""]) == [None, None]
+    assert math_equal("72", "72") == 1.0
+
+
+def test_from_thread_and_asyncio():
+    comps = ["<answer>\\frac{2}{4}</answer>", "<answer>(x+1)^2</answer>", "<answer>3</answer>"]
+    golds = ["\\frac12", "x^2+2x+1", "4"]
+    want = [1.0, 1.0, 0.0]
+    out = []
+    t = threading.Thread(target=lambda: out.append(score(comps, golds)))
+    t.start()
+    t.join(60)
+    assert out == [want]
+    assert asyncio.run(asyncio.to_thread(score, comps, golds)) == want
+
+    async def many():
+        return await asyncio.gather(*(asyncio.to_thread(score, comps, golds) for _ in range(3)))
+
+    assert asyncio.run(many()) == [want] * 3
+
+
+def test_pathological_inputs_are_time_bounded():
+    pool = MathVerifyPool(workers=1, timeout=2.0)
+    try:
+        pool.verify_many([("1", "1")])  # start the worker outside the timed region
+        preds = ["9^{9^{9^{9}}}", "\\frac{" * 20_000, "\\boxed{" + "\\frac{" * 100_000 + "}"]
+        start = time.monotonic()
+        out = verify_answers(["5", "\\frac{1}{2}", "x"], preds, pool=pool)
+        elapsed = time.monotonic() - start
+        assert out == [0.0, 0.0, 0.0]
+        assert elapsed < 2.0 * 3 + 6.0  # at most one deadline per item plus worker restarts
+        # still healthy afterwards
+        assert verify_answers(["\\frac12"], ["0.5"], pool=pool) == [1.0]
+    finally:
+        pool.close()
+
+
+def test_huge_completion_extraction_is_fast():
+    start = time.monotonic()
+    out = score(["\\frac{" * 100_000 + " <answer>" * 10_000, "1" * 100_000], ["2", "3"])
+    assert out == [0.0, 0.0]
+    assert time.monotonic() - start < 10.0
