@@ -1,4 +1,4 @@
-"""math_accuracy_reward: equivalence, extraction order, threads/async, and bounded time on pathological input."""
+"""math_accuracy_reward: equivalence, extraction, threads/async, bounded time on pathological input."""
 
 from __future__ import annotations
 
@@ -16,31 +16,37 @@ def score(completions, answers):
     return math_accuracy_reward(prompts=None, completions=completions, answer=answers)
 
 
-@pytest.mark.parametrize(("completion", "gold"), [
-    ("<answer>72</answer>", "72"),
-    ("Natalia sold 48 + 24 = 72 clips, so $72", "72"),
-    ("<answer>$1,234</answer>", "1,234"),
-    ("so \\boxed{\\frac{1}{2}}", "0.5"),
-    ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\sqrt{2}/2"),
-    ("<answer>(1, 2)</answer>", "(1,2)"),
-    ("<answer>[0, 1)</answer>", "[0,1)"),
-    ("<answer>\\{2, 1\\}</answer>", "\\{1,2\\}"),
-    ("<answer>(x+1)^2</answer>", "x^2+2x+1"),
-    ("\\boxed{\\boxed{5}} then more", "5"),
-    ([{"role": "assistant", "content": "<answer>\\dfrac{3}{4}</answer>"}], "\\frac34"),
-])
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("<answer>72</answer>", "72"),
+        ("Natalia sold 48 + 24 = 72 clips, so $72", "72"),
+        ("<answer>$1,234</answer>", "1,234"),
+        ("so \\boxed{\\frac{1}{2}}", "0.5"),
+        ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\sqrt{2}/2"),
+        ("<answer>(1, 2)</answer>", "(1,2)"),
+        ("<answer>[0, 1)</answer>", "[0,1)"),
+        ("<answer>\\{2, 1\\}</answer>", "\\{1,2\\}"),
+        ("<answer>(x+1)^2</answer>", "x^2+2x+1"),
+        ("\\boxed{\\boxed{5}} then more", "5"),
+        ([{"role": "assistant", "content": "<answer>\\dfrac{3}{4}</answer>"}], "\\frac34"),
+    ],
+)
 def test_equivalent(completion, gold):
     assert score([completion], [gold]) == [1.0]
 
 
-@pytest.mark.parametrize(("completion", "gold"), [
-    ("<answer>73</answer>", "72"),
-    ("<answer>71, 72, 73</answer>", "72"),
-    ("<answer>1</answer><answer>72</answer>", "72"),
-    ("", "72"),
-    ("no number at all", "x^2"),
-    ("<answer>(x+1)^3</answer>", "x^2+2x+1"),
-])
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("<answer>73</answer>", "72"),
+        ("<answer>71, 72, 73</answer>", "72"),
+        ("<answer>1</answer><answer>72</answer>", "72"),
+        ("", "72"),
+        ("no number at all", "x^2"),
+        ("<answer>(x+1)^3</answer>", "x^2+2x+1"),
+    ],
+)
 def test_not_equivalent(completion, gold):
     assert score([completion], [gold]) == [0.0]
 

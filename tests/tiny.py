@@ -60,7 +60,7 @@ def tiny_tokenizer():
 
 
 def tiny_model(tokenizer, seed: int = 0):
-    """A random 2-layer ``LlamaForCausalLM`` (hidden 32) sized to ``tokenizer``; deterministic per ``seed``."""
+    """A random 2-layer ``LlamaForCausalLM`` (hidden 32) sized to ``tokenizer``; deterministic per seed."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 

@@ -158,7 +158,8 @@ def _wrong_answer(ans: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- probes
 
-# (name, applies_to, builder(row, kind) -> completion or None). applies_to: all | correctness | other
+# (name, applies_to, builder(row, kind) -> completion or None); applies_to: all|content|correctness|other.
+# "content" probes have a plausible length, so length rewards (they only measure length) are exempt.
 Probe = tuple[str, str, Callable[[dict[str, Any], str], "str | None"]]
 
 
@@ -206,8 +207,8 @@ def _code_only(kind: str, code: str) -> str | None:
 PROBES: list[Probe] = [
     ("empty", "all", lambda row, kind: ""),
     ("whitespace", "all", lambda row, kind: "  \n\t \n "),
-    ("echo_prompt", "all", lambda row, kind: prompt_text(row.get("prompt"))),
-    ("echo_question", "all", lambda row, kind: user_text(row.get("prompt"))),
+    ("echo_prompt", "content", lambda row, kind: prompt_text(row.get("prompt"))),
+    ("echo_question", "content", lambda row, kind: user_text(row.get("prompt"))),
     ("tag_stuffing", "all", _stuffed),
     ("extremely_long", "all", lambda row, kind: "and then the answer is clearly this " * 1500),
     ("several_answers", "correctness", _several),
@@ -322,6 +323,8 @@ def _check_probes(
             is_correct = name in report.correctness
             if (applies == "correctness" and not is_correct) or (applies == "other" and is_correct):
                 continue
+            if applies == "content" and getattr(fn, "reward_kind", None) == "length":
+                continue
             high = getattr(fn, "reward_range", (0.0, 1.0))[1]
             if high <= 0:
                 continue  # a pure penalty cannot be gamed upward
@@ -335,3 +338,78 @@ def _check_probes(
             limit = threshold * high
             ok = worst is None or worst <= limit
             report.lines.append(CheckLine(probe, name, worst, limit, ok, "" if ok else "probe scores high"))
+
+
+# ---------------------------------------------------------------------------------------------- sample rows
+
+_SYS = "Answer in the format <reasoning>...</reasoning><answer>...</answer>."
+_DOC = (
+    "The city council met on Monday to discuss the new riverside park. Residents asked for more trees, "
+    "benches and a playground. The mayor promised funding in next year's budget. Construction is planned "
+    "to start in spring and the park should open by the end of the year. Critics worried about the cost, "
+    "but most speakers supported the plan. The council will vote on the final design next month."
+)
+_CTX = "The Eiffel Tower was completed in 1889. It was designed by the engineering firm of Gustave Eiffel."
+
+
+def _chat(user: str, system: str | None = None) -> list[dict[str, str]]:
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+
+
+SAMPLE_ROWS: dict[str, list[dict[str, Any]]] = {
+    "math": [
+        {
+            "prompt": _chat(
+                "Natalia sold clips to 48 friends in April, and half as many in May. How many in all?", _SYS
+            ),
+            "answer": "72",
+        },
+        {"prompt": _chat("Simplify the ratio of six to twelve.", _SYS), "answer": "\\frac{1}{2}"},
+        {
+            "prompt": _chat("Solve for x: x squared equals one. Give the solution set.", _SYS),
+            "answer": "\\{-1, 1\\}",
+        },
+    ],
+    "code": [
+        {
+            "prompt": _chat("Write a Python function add(a, b) that returns the sum of a and b."),
+            "tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
+            "code": "def add(a, b):\n    return a + b",
+        },
+        {
+            "prompt": _chat("Write a Python function is_even(n) that says whether n is even."),
+            "tests": ["assert is_even(2)", "assert not is_even(3)"],
+            "code": "def is_even(n):\n    return n % 2 == 0",
+        },
+    ],
+    "qa": [
+        {
+            "prompt": _chat(f"Context: {_CTX}\nQuestion: When was the Eiffel Tower completed?"),
+            "answer": "1889",
+            "context": _CTX,
+            "source": "encyclopedia",
+        },
+        {
+            "prompt": _chat(f"Context: {_CTX}\nQuestion: Whose firm designed the Eiffel Tower?"),
+            "answer": "Gustave Eiffel",
+            "context": _CTX,
+            "source": "encyclopedia",
+        },
+    ],
+    "summarization": [
+        {
+            "prompt": _chat(f"Summarize the document.\n\n{_DOC}"),
+            "document": _DOC,
+            "summary": "The council discussed a riverside park; the mayor promised funds; it opens this year",
+        },
+    ],
+}
+
+
+def check_preset(preset: Any, rows: Sequence[dict[str, Any]] | None = None, **kwargs: Any) -> CheckReport:
+    """``run_check`` for a ``RewardPreset`` (or its name) on ``rows`` (default: built-in rows of its kind)."""
+    from grpo_fast.rewards.presets import get_preset
+
+    if isinstance(preset, str):
+        preset = get_preset(preset)
+    return run_check(preset, rows if rows is not None else SAMPLE_ROWS[preset.kind], **kwargs)

@@ -22,6 +22,7 @@ from grpo_fast.rewards.base import (
     extract_tag,
     factory,
     last_boxed,
+    last_number,
     named,
     normalize_answer,
     normalize_text,
@@ -78,17 +79,25 @@ def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name
             if _blank(gold):
                 out.append(None)
                 continue
-            pred = normalize_answer(extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4])
-            refs = (
-                gold if isinstance(gold, (list, tuple)) else [gold]
-            )  # SQuAD-style lists of acceptable answers
-            score = max(
-                (fuzz.ratio(pred, normalize_answer(r)) / 100.0 for r in refs if not _blank(r)), default=0.0
-            )
+            raw = extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4]
+            pred = normalize_answer(raw)
+            refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD: several acceptable answers
+            score = max((_similarity(raw, pred, r) for r in refs if not _blank(r)), default=0.0)
             out.append(score if score >= min_score else 0.0)
         return out
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+
+
+def _similarity(raw: str, pred: str, ref: Any) -> float:
+    """Fuzzy ratio; but a numeric gold needs the same number (1890 is not 75% of 1889)."""
+    gold_num = parse_number(ref)
+    if gold_num is not None:
+        p = parse_number(raw)
+        if p is None:
+            p = parse_number(last_number(raw)) if len(raw.split()) <= 12 else None
+        return 1.0 if p is not None and math.isclose(p, gold_num, rel_tol=1e-9, abs_tol=1e-12) else 0.0
+    return fuzz.ratio(pred, normalize_answer(ref)) / 100.0
 
 
 # ---------------------------------------------------------------------------------------------- numeric match
