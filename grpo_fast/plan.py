@@ -78,7 +78,8 @@ class ModelShape:
 
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each projection in one layer, keyed by short module name."""
-        h, q, kv, i = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate_size
+        h, i = self.hidden_size, self.intermediate_size
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, i), "up": (h, i), "down": (i, h)}
 
     @classmethod

@@ -1,0 +1,31 @@
+"""Shared fixtures: a tiny model saved as a normal HF folder, so tests load it through the user's path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A random 2-layer Llama and its tokenizer in a folder, as `model: <path>` expects."""
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch) -> Path:
+    """Run in a fresh working directory so default run dirs (runs/...) land in tmp."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

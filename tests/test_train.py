@@ -1,0 +1,83 @@
+"""The training spine with TRL's real GRPOTrainer: tiny model for speed, the embedded model once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from grpo_fast import train as train_mod
+from grpo_fast.errors import UserError
+from grpo_fast.train import prepare, resolve_config, train
+
+
+def _assert_run_dir(run_dir, steps):
+    for name in ("config.yaml", "versions.json", "metrics.jsonl", "samples.jsonl", "reward_curve.png",
+                 "summary.json", "adapter/adapter_model.safetensors", "adapter/adapter_config.json"):
+        assert (run_dir / name).exists(), name
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(1, steps + 1))
+    assert all("reward" in m and "rewards/answer_tags/mean" in m for m in metrics)
+    sample = json.loads((run_dir / "samples.jsonl").read_text().splitlines()[0])
+    assert set(sample["rewards"]) == {"answer_tags", "sum_correct"} and isinstance(sample["completion"], str)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["max_steps"] == steps and config["seed"] == 42
+    assert "trl" in json.loads((run_dir / "versions.json").read_text())
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == steps
+
+
+def test_tiny_model_trains_and_writes_run_dir(tiny_model_dir, in_tmp):
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
+                                  "learning_rate=0.01"])
+    result = train(cfg)
+    assert result.steps == 2 and result.run_dir.parent.name == "runs"
+    _assert_run_dir(result.run_dir, 2)
+    weights = load_file(result.run_dir / "adapter" / "adapter_model.safetensors")
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and any(torch.count_nonzero(v) for v in lora_b)  # lora_B starts at zero: it moved
+
+
+def test_dry_run_loads_no_weights_and_writes_nothing(tiny_model_dir, in_tmp, monkeypatch):
+    def boom(cfg):
+        raise AssertionError("dry run must not load weights")
+
+    monkeypatch.setattr(train_mod.models, "load_model", boom)
+    prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
+    assert any("gold self-test: 32/32" in line for line in prep.report)
+    assert any(line.startswith("memory plan") for line in prep.report)
+    assert not (in_tmp / "runs").exists()
+
+
+def test_gold_self_test_refuses_a_broken_reward(tiny_model_dir, in_tmp, monkeypatch):
+    from grpo_fast.recipes import demo
+
+    def never_right(completions, **kw):
+        return [0.0] * len(completions)
+
+    never_right.__name__ = "sum_correct"
+    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": lambda: [demo.answer_tags, never_right]})
+    monkeypatch.setattr(demo, "RECIPE", broken)
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}"])
+    with pytest.raises(UserError, match="gold self-test failed"):
+        prepare(cfg)
+    assert prepare(cfg, force=True).train_rows  # --force trains anyway
+
+
+def test_gpu_only_option_fails_before_any_file_is_written(in_tmp):
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
+        train(resolve_config("demo", ["load_in_4bit=true"]))
+    assert not (in_tmp / "runs").exists()
+
+
+@pytest.mark.slow
+def test_embedded_model_trains_a_few_steps(in_tmp):
+    cfg = resolve_config("demo", ["max_steps=2", "max_completion_length=12"])
+    result = train(cfg)
+    _assert_run_dir(result.run_dir, 2)
+    weights = load_file(result.run_dir / "adapter" / "adapter_model.safetensors")
+    assert any(torch.count_nonzero(v) for k, v in weights.items() if "lora_B" in k)
+    config = json.loads((result.run_dir / "adapter" / "adapter_config.json").read_text())
+    assert config["r"] == 16 and config["lora_alpha"] == 32
