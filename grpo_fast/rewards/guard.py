@@ -1,0 +1,252 @@
+"""Reward failure guard: one bad sample must not kill a long run, but a broken reward must stop it.
+
+A reward that raises (a regex on odd unicode, a parser on a half-finished answer) would abort TRL's whole
+step. ``guard_rewards`` wraps each reward so that a failing or NaN sample scores ``None`` ("not applicable",
+which TRL skips), is counted and is shown once; if a whole call raises, every sample is retried alone to
+find the culprit. When failures pass ``max_failure_rate`` (after ``min_samples`` scored), ``RewardFailure``
+is raised, naming the reward and a failing sample, because a reward that mostly fails trains nothing.
+
+    funcs = guard_rewards(recipe.reward_funcs(), log_dir=run_dir)
+    guard_stats(funcs)  # {"sum_correct": {"calls": 3, "samples": 96, "failures": 1, "rate": 0.0104}}
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_fast.errors import UserError
+
+log = logging.getLogger("grpo_fast.rewards.guard")
+
+FAILURES_FILE = "reward_failures.jsonl"
+# Keyword arguments TRL passes that are not per-sample columns (never sliced when retrying one sample).
+_SHARED_KWARGS = ("trainer_state", "log_extra", "log_metric")
+
+
+class RewardFailure(UserError):
+    """A reward failed on too many samples; carries the reward's name, the counts and one failing sample."""
+
+    def __init__(self, name: str, failures: int, samples: int, error: str, sample: str, max_rate: float):
+        self.name, self.failures, self.samples, self.error, self.sample = name, failures, samples, error, sample
+        super().__init__(
+            f"reward '{name}' failed on {failures} of {samples} samples ({failures / max(1, samples):.0%}, "
+            f"limit {max_rate:.0%}); last error: {error}",
+            f"reward function '{name}', sample: {sample}",
+            f"reproduce with grpo_fast.rewards.debug_reward on that sample and fix the reward "
+            f"(see {FAILURES_FILE} in the run directory for every failure)",
+        )
+
+
+def _text(value: Any, limit: int = 200) -> str:
+    """A sample shown in one line: chat messages reduced to their last content, long text truncated."""
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        value = value[-1].get("content", value[-1])
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class GuardedReward:
+    """Wraps one reward function; same ``__name__``, same call signature, counters in ``stats()``."""
+
+    def __init__(self, fn: Callable, *, max_failure_rate: float = 0.1, min_samples: int = 32,
+                 log_dir: str | Path | None = None, max_warnings: int = 3):
+        self.fn = fn
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__qualname__ = self.__name__
+        self.__doc__ = getattr(fn, "__doc__", None)
+        for attr in ("reward_kind", "reward_range"):
+            if hasattr(fn, attr):
+                setattr(self, attr, getattr(fn, attr))
+        self.max_failure_rate = max_failure_rate
+        self.min_samples = min_samples
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.max_warnings = max_warnings
+        self.calls = 0
+        self.samples = 0
+        self.failures = 0
+        self.last_error: str | None = None
+        self.last_sample: str | None = None
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for logging: calls, samples scored, failures and their rate."""
+        return {"calls": self.calls, "samples": self.samples, "failures": self.failures,
+                "rate": round(self.failures / self.samples, 4) if self.samples else 0.0}
+
+    # ----------------------------------------------------------------- the call
+
+    def __call__(self, prompts: Sequence, completions: Sequence, **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        try:
+            out: list | None = list(self.fn(prompts=prompts, completions=completions, **kwargs))
+            error = None
+        except Exception as err:  # isolate: retry one sample at a time
+            out, error = None, err
+        if out is None or len(out) != n:
+            if out is not None:
+                error = ValueError(f"returned {len(out)} scores for {n} completions")
+            out = [self._one(prompts, completions, kwargs, i, n) for i in range(n)]
+            self._note_call_failure(error)
+        return self._finish(out, prompts, completions, kwargs)
+
+    def _one(self, prompts: Sequence, completions: Sequence, kwargs: dict, i: int, n: int) -> Any:
+        try:
+            scores = self.fn(prompts=_slice(prompts, i, n), completions=_slice(completions, i, n),
+                             **{k: _slice(v, i, n) if k not in _SHARED_KWARGS else v for k, v in kwargs.items()})
+            scores = list(scores)
+            if len(scores) != 1:
+                raise ValueError(f"returned {len(scores)} scores for 1 completion")
+            return scores[0]
+        except Exception as err:
+            return _Failed(err)
+
+    def _note_call_failure(self, error: BaseException | None) -> None:
+        log.debug("reward %s failed on a whole batch (%r); retried per sample", self.__name__, error)
+
+    def _finish(self, out: list, prompts: Sequence, completions: Sequence, kwargs: dict) -> list[float | None]:
+        self.calls += 1
+        self.samples += len(out)
+        scores: list[float | None] = []
+        failed_now = 0
+        for i, value in enumerate(out):
+            problem = _problem(value)
+            if problem is None:
+                scores.append(None if value is None else float(value))
+                continue
+            scores.append(None)
+            self.failures += 1
+            failed_now += 1
+            self._report(problem, i, prompts, completions, kwargs)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric(f"rewards/{self.__name__}/failure_rate", failed_now / max(1, len(out)))
+        if self.samples >= self.min_samples and self.failures / self.samples > self.max_failure_rate:
+            raise RewardFailure(self.__name__, self.failures, self.samples, self.last_error or "?",
+                                self.last_sample or "?", self.max_failure_rate)
+        return scores
+
+    def _report(self, problem: str, i: int, prompts: Sequence, completions: Sequence, kwargs: dict) -> None:
+        sample = _text(completions[i])
+        self.last_error, self.last_sample = problem, sample
+        if self.failures <= self.max_warnings:
+            more = " (further failures of this reward are only counted)" if self.failures == self.max_warnings else ""
+            print(f"WARNING reward '{self.__name__}' failed on a sample, scored None: {problem}\n"
+                  f"  completion: {sample}{more}", file=sys.stderr, flush=True)
+        if self.log_dir is not None:
+            from grpo_fast import rundir
+
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            columns = {k: _text(v[i], 120) for k, v in kwargs.items()
+                       if k not in _SHARED_KWARGS and k != "completion_ids" and _is_column(v, len(completions))}
+            rundir.append_jsonl(self.log_dir / FAILURES_FILE, {
+                "reward": self.__name__, "error": problem, "prompt": _text(prompts[i], 300),
+                "completion": _text(completions[i], 500), "columns": columns,
+                "step": getattr(kwargs.get("trainer_state"), "global_step", None),
+            })
+
+
+class AsyncGuardedReward(GuardedReward):
+    """The same guard for ``async def`` rewards (LLM judges), which TRL awaits concurrently."""
+
+    async def __call__(self, prompts: Sequence, completions: Sequence, **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        error: BaseException | None = None
+        try:
+            out: list | None = list(await self.fn(prompts=prompts, completions=completions, **kwargs))
+        except Exception as err:
+            out, error = None, err
+        if out is None or len(out) != n:
+            retried = []
+            for i in range(n):
+                try:
+                    one = list(await self.fn(
+                        prompts=_slice(prompts, i, n), completions=_slice(completions, i, n),
+                        **{k: _slice(v, i, n) if k not in _SHARED_KWARGS else v for k, v in kwargs.items()}))
+                    retried.append(one[0] if len(one) == 1 else _Failed(ValueError(f"returned {len(one)} scores")))
+                except Exception as err:
+                    retried.append(_Failed(err))
+            out = retried
+            self._note_call_failure(error)
+        return self._finish(out, prompts, completions, kwargs)
+
+
+class _Failed:
+    """Marks a sample whose reward raised; carries the one-line error."""
+
+    def __init__(self, err: BaseException):
+        frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+        where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+        self.message = f"{type(err).__name__}: {str(err)[:200]}{where}"
+
+
+def _problem(value: Any) -> str | None:
+    """Why a returned score is unusable, or None when it is a number or a deliberate None."""
+    if isinstance(value, _Failed):
+        return value.message
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return f"not a number: {value!r:.80}"
+    if math.isnan(number) or math.isinf(number):
+        return f"returned {number}"
+    return None
+
+
+def _is_column(value: Any, n: int) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == n
+
+
+def _slice(value: Any, i: int, n: int) -> Any:
+    """The i-th sample of a per-sample column, as a one-element list; anything else passes through."""
+    return [value[i]] if _is_column(value, n) else value
+
+
+def guard_rewards(funcs: Sequence[Any], *, max_failure_rate: float = 0.1, min_samples: int = 32,
+                  log_dir: str | Path | None = None, max_warnings: int = 3) -> list:
+    """Wrap each reward function (reward models, ``nn.Module``s and already guarded ones pass through).
+
+    ``max_failure_rate``: share of failed samples (exception, NaN, inf, not a number) above which
+    ``RewardFailure`` is raised, checked once ``min_samples`` samples were scored. ``log_dir``: where
+    ``reward_failures.jsonl`` records every failure (the run directory). ``max_warnings``: printed per reward.
+    """
+    guarded = []
+    for fn in funcs:
+        if isinstance(fn, (str, GuardedReward)) or _is_module(fn):
+            guarded.append(fn)
+            continue
+        cls = AsyncGuardedReward if _is_async(fn) else GuardedReward
+        guarded.append(cls(fn, max_failure_rate=max_failure_rate, min_samples=min_samples, log_dir=log_dir,
+                           max_warnings=max_warnings))
+    return guarded
+
+
+def guard_stats(funcs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Counters of every guarded reward, by name (for the run summary or a log line)."""
+    return {f.__name__: f.stats() for f in funcs if isinstance(f, GuardedReward)}
+
+
+def _is_async(fn: Any) -> bool:
+    import functools
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _is_module(fn: Any) -> bool:
+    try:
+        import torch
+
+        return isinstance(fn, torch.nn.Module)
+    except ImportError:  # pragma: no cover
+        return False
