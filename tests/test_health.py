@@ -1,0 +1,132 @@
+"""Health monitor: every alarm from synthetic TRL logs, dedupe, stop with checkpoint in a real GRPO run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import TrainerControl, TrainerState, TrainingArguments
+
+from grpo_fast.errors import UserError
+from grpo_fast.health import HEALTH_FILE, REMEDIES, HealthMonitor, read_events
+
+HEALTHY = {"reward": 1.0, "reward_std": 0.5, "frac_reward_zero_std": 0.1, "loss": 0.01, "grad_norm": 0.3,
+           "entropy": 1.5, "completions/clipped_ratio": 0.0, "completions/mean_length": 40.0}
+
+
+def feed(monitor: HealthMonitor, logs: list[dict]) -> TrainerControl:
+    """Drive ``on_log`` as the Trainer does: one call per logged step, the same control object throughout."""
+    args = TrainingArguments(output_dir="unused", report_to="none")
+    state, control = TrainerState(), TrainerControl()
+    for step, entry in enumerate(logs, start=1):
+        state.global_step = step
+        control = monitor.on_log(args, state, control, logs=entry) or control
+    return control
+
+
+def rising(n: int, start: float = 0.0, step: float = 0.1, **extra) -> list[dict]:
+    """Healthy logs whose reward keeps improving (so no plateau)."""
+    return [{**HEALTHY, "reward": start + step * i, **extra} for i in range(n)]
+
+
+def kinds(monitor: HealthMonitor) -> list[str]:
+    return [e.kind for e in monitor.events]
+
+
+def test_healthy_run_raises_nothing(tmp_path):
+    monitor = HealthMonitor(tmp_path, format_reward="fmt", correctness_reward="ok", echo=False)
+    control = feed(monitor, rising(30, **{"rewards/fmt/mean": 0.5, "rewards/ok/mean": 0.5, "kl": 0.05}))
+    assert monitor.events == [] and not control.should_training_stop
+    assert not (tmp_path / HEALTH_FILE).exists()
+
+
+@pytest.mark.parametrize("kind, logs", [
+    ("low_reward_std", rising(5, reward_std=0.02)),
+    ("zero_std_groups", rising(5, frac_reward_zero_std=0.95)),
+    ("kl_high", rising(3) + [{**HEALTHY, "reward": 1.0, "kl": 0.8}]),
+    ("plateau", [{**HEALTHY, "reward": 0.40 + 0.001 * (i % 3)} for i in range(20)]),
+    ("nonfinite", rising(2) + [{**HEALTHY, "loss": float("nan")}]),
+    ("nonfinite", rising(2) + [{**HEALTHY, "grad_norm": float("inf")}]),
+    ("reward_hacking", [{**HEALTHY, "reward": 0.1 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.3}
+                        for i in range(20)]),
+    ("clipped", rising(5, **{"completions/clipped_ratio": 0.9})),
+    ("entropy_collapse", rising(5, entropy=0.01)),
+    ("entropy_collapse", rising(10, entropy=2.0) + rising(5, start=1.0, entropy=0.15)),  # fell to < 10% of start
+])
+def test_each_alarm_fires_with_its_remedy(kind, logs, tmp_path, capsys):
+    monitor = HealthMonitor(tmp_path, format_reward="fmt", correctness_reward="ok")
+    control = feed(monitor, logs)
+    assert kinds(monitor) == [kind]
+    event = monitor.events[0]
+    assert event.step == len(logs) and event.remedy == REMEDIES[kind] and event.action == "warn"
+    assert not control.should_training_stop  # on_alarm=warn only warns
+    err = capsys.readouterr().err
+    assert f"HEALTH [{kind}] step {len(logs)}" in err and "remedy:" in err
+    (record,) = read_events(tmp_path)
+    assert record["kind"] == kind and record["step"] == len(logs) and record["remedy"] == REMEDIES[kind]
+
+
+def test_kl_is_ignored_when_not_logged_and_plateau_not_at_max():
+    monitor = HealthMonitor(reward_max=1.0, echo=False)
+    feed(monitor, [{**HEALTHY, "reward": 0.99} for _ in range(25)])  # converged: not a plateau alarm
+    assert monitor.events == []
+
+
+def test_hacking_needs_flat_correctness():
+    monitor = HealthMonitor(format_reward="fmt", correctness_reward="ok", echo=False)
+    feed(monitor, [{**HEALTHY, "reward": 0.1 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.05 * i}
+                   for i in range(20)])
+    assert "reward_hacking" not in kinds(monitor)
+
+
+def test_one_warning_per_kind_per_window(tmp_path):
+    monitor = HealthMonitor(tmp_path, window=5, echo=False)
+    feed(monitor, rising(14, reward_std=0.0))  # condition holds from step 5 to 14
+    assert [e.step for e in monitor.events] == [5, 10]
+    assert len((tmp_path / HEALTH_FILE).read_text().splitlines()) == 2
+
+
+def test_stop_sets_training_stop_and_save():
+    monitor = HealthMonitor(on_alarm="stop", stop_on={"nonfinite"}, echo=False)
+    control = feed(monitor, rising(5, reward_std=0.0))  # low std: not in stop_on, only warned
+    assert kinds(monitor) == ["low_reward_std"] and not control.should_training_stop
+    control = feed(monitor, [{**HEALTHY, "loss": float("nan")}])
+    assert control.should_training_stop and control.should_save
+    assert monitor.stopped_by.kind == "nonfinite" and monitor.events[-1].action == "stop"
+    assert monitor.summary()["events"] == {"low_reward_std": 1, "nonfinite": 1}
+
+
+def test_logs_without_reward_are_ignored_and_bad_options_refused():
+    monitor = HealthMonitor(echo=False)
+    feed(monitor, [{"train_runtime": 1.0, "train_loss": float("nan")}])
+    assert monitor.logged == 0 and monitor.events == []
+    with pytest.raises(UserError, match="on_alarm"):
+        HealthMonitor(on_alarm="panic")
+    with pytest.raises(UserError, match="known kinds"):
+        HealthMonitor(stop_on=["nan"])
+
+
+def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
+    """A constant reward gives zero std: the monitor stops TRL's trainer after ``window`` steps, saving first."""
+    from datasets import Dataset
+    from tiny import tiny_model, tiny_tokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    def constant(completions, **kwargs):
+        return [1.0 for _ in completions]
+
+    tok = tiny_tokenizer()
+    monitor = HealthMonitor(tmp_path, on_alarm="stop", window=2, max_clipped_ratio=1.0, echo=False)
+    args = GRPOConfig(output_dir=str(tmp_path / "checkpoints"), max_steps=8, per_device_train_batch_size=4,
+                      num_generations=4, max_completion_length=4, use_cpu=True, bf16=False, report_to="none",
+                      save_strategy="no", logging_steps=1)
+    trainer = GRPOTrainer(model=tiny_model(tok), processing_class=tok, reward_funcs=[constant], args=args,
+                          train_dataset=Dataset.from_list([{"prompt": "What is 2 + 2?"}] * 32),
+                          callbacks=[monitor])
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir()
+    events = [json.loads(line) for line in (tmp_path / HEALTH_FILE).read_text().splitlines()]
+    assert {e["kind"] for e in events} == {"low_reward_std", "zero_std_groups"}
+    assert all(e["action"] == "stop" and e["step"] == 2 for e in events)
+    assert monitor.stopped_by.kind == "low_reward_std"
