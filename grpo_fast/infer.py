@@ -1,0 +1,332 @@
+"""Talk to a trained run: ``grpo-fast chat RUN_DIR`` (interactive, streamed) and ``grpo-fast generate``.
+
+The recipe's system prompt is applied, as in training, so the model sees the format it was rewarded for.
+On a CUDA machine with vLLM the adapter is served by vLLM (through Unsloth's ``fast_generate`` when Unsloth
+is there too); otherwise transformers + peft generate, which works everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from grpo_fast.errors import UserError
+from grpo_fast.export import RunInfo, load_run
+
+ENGINES = ("auto", "transformers", "vllm", "unsloth")
+EXIT_WORDS = ("/exit", "/quit")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The generation engine and why it was chosen."""
+
+    name: str
+    reason: str
+
+
+def select_engine(requested: str = "auto", *, cuda: bool | None = None, vllm: bool | None = None,
+                  unsloth: bool | None = None) -> Engine:
+    """``unsloth`` (fast_generate + load_lora), ``vllm`` (LLM + LoRARequest) or ``transformers``."""
+    from grpo_fast.models import cuda_available, unsloth_importable
+
+    if requested not in ENGINES:
+        raise UserError(f"unknown engine {requested!r}", "--engine", f"use one of: {', '.join(ENGINES)}")
+    cuda = cuda_available() if cuda is None else cuda
+    vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
+    unsloth = unsloth_importable() if unsloth is None else unsloth
+    if requested == "transformers":
+        return Engine("transformers", "asked for")
+    if requested in ("vllm", "unsloth"):
+        missing = [n for n, ok in (("a CUDA GPU", cuda), ("vllm", vllm), ("unsloth", unsloth or requested == "vllm"))
+                   if not ok]
+        if missing:
+            raise UserError(f"--engine {requested} needs {' and '.join(missing)}, not available here", "--engine",
+                            "pip install -r requirements-gpu.txt on a GPU machine, or use --engine transformers")
+        return Engine(requested, "asked for")
+    if cuda and vllm and unsloth:
+        return Engine("unsloth", "CUDA, vLLM and Unsloth present: Unsloth fast_generate with the LoRA")
+    if cuda and vllm:
+        return Engine("vllm", "CUDA and vLLM present: vLLM with enable_lora")
+    return Engine("transformers", "no CUDA + vLLM here: transformers + peft")
+
+
+def system_prompt(info: RunInfo) -> str | None:
+    """The recipe's system prompt: ``Recipe.system_prompt`` or the recipe module's ``SYSTEM_PROMPT``."""
+    if info.config.get("system_prompt"):
+        return str(info.config["system_prompt"])
+    try:
+        from grpo_fast.recipes import get_recipe
+
+        recipe = get_recipe(info.recipe)
+        module = importlib.import_module(f"grpo_fast.recipes.{info.recipe}")
+    except (UserError, ImportError):
+        return None
+    return getattr(recipe, "system_prompt", None) or getattr(module, "SYSTEM_PROMPT", None)
+
+
+def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:
+    """A prompt (text or chat list) as chat messages, with the system prompt unless one is there."""
+    messages = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
+    if system and not any(m.get("role") == "system" for m in messages):
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+class Generator:
+    """Base model + the run's LoRA adapter behind one ``generate(list of chats) -> list of str``."""
+
+    def __init__(self, info: RunInfo, engine: Engine, *, max_new_tokens: int = 256, temperature: float = 0.0,
+                 top_p: float = 1.0):
+        self.info, self.engine = info, engine
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.system = system_prompt(info)
+        if engine.name == "transformers":
+            self._load_transformers()
+        elif engine.name == "unsloth":
+            self._load_unsloth()
+        else:
+            self._load_vllm()
+
+    # -- loading
+    def _load_transformers(self) -> None:
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from grpo_fast.models import cuda_available
+
+        kwargs: dict[str, Any] = {}
+        if cuda_available():
+            kwargs.update(dtype=torch.bfloat16 if torch.cuda.get_device_capability(0)[0] >= 8 else torch.float16,
+                          device_map="cuda")
+        base = AutoModelForCausalLM.from_pretrained(self.info.base_model_path(), **kwargs)
+        self.model = PeftModel.from_pretrained(base, str(self.info.adapter)).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.info.adapter))
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    def _load_unsloth(self) -> None:
+        from unsloth import FastLanguageModel
+
+        cfg = self.info.config
+        self.model, self.tokenizer = FastLanguageModel.from_pretrained(
+            model_name=self.info.base_model_path(), max_seq_length=int(cfg.get("max_seq_length") or 1024),
+            load_in_4bit=bool(cfg.get("load_in_4bit")), fast_inference=True,
+            max_lora_rank=int(cfg.get("lora_r") or 16),
+            gpu_memory_utilization=float(cfg.get("gpu_memory_utilization") or 0.6),
+        )
+        self.lora_request = self.model.load_lora(str(self.info.adapter))
+
+    def _load_vllm(self) -> None:
+        from transformers import AutoTokenizer
+        from vllm import LLM
+        from vllm.lora.request import LoRARequest
+
+        cfg = self.info.config
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.info.adapter))
+        self.llm = LLM(model=self.info.base_model_path(), enable_lora=True,
+                       max_lora_rank=int(cfg.get("lora_r") or 16),
+                       max_model_len=int(cfg.get("max_seq_length") or 1024),
+                       gpu_memory_utilization=float(cfg.get("gpu_memory_utilization") or 0.6))
+        self.lora_request = LoRARequest("run", 1, str(self.info.adapter))
+
+    # -- generating
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def _sampling_kwargs(self) -> dict[str, Any]:
+        if self.temperature <= 0:
+            return {"do_sample": False}
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+
+    def generate(self, chats: list[list[dict[str, str]]], batch_size: int = 8) -> list[str]:
+        texts = [self.render(c) for c in chats]
+        if self.engine.name != "transformers":
+            return self._generate_vllm(texts)
+        import torch
+
+        out: list[str] = []
+        for i in range(0, len(texts), batch_size):
+            enc = self.tokenizer(texts[i:i + batch_size], return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.model.device)
+            with torch.no_grad():
+                ids = self.model.generate(**enc, max_new_tokens=self.max_new_tokens,
+                                          pad_token_id=self.tokenizer.pad_token_id, **self._sampling_kwargs())
+            new = ids[:, enc["input_ids"].shape[1]:]
+            out += self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        return out
+
+    def _generate_vllm(self, texts: list[str]) -> list[str]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(temperature=max(self.temperature, 0.0), top_p=self.top_p,
+                                max_tokens=self.max_new_tokens)
+        if self.engine.name == "unsloth":
+            outputs = self.model.fast_generate(texts, sampling_params=params, lora_request=self.lora_request)
+        else:
+            outputs = self.llm.generate(texts, params, lora_request=self.lora_request)
+        return [o.outputs[0].text for o in outputs]
+
+    def stream(self, messages: list[dict[str, str]], out: TextIO) -> str:
+        """Generate one reply, printing tokens as they come (transformers); vLLM prints the whole reply."""
+        if self.engine.name != "transformers":
+            text = self.generate([messages])[0]
+            out.write(text + "\n")
+            out.flush()
+            return text
+        import threading
+
+        from transformers import TextIteratorStreamer
+
+        enc = self.tokenizer([self.render(messages)], return_tensors="pt", add_special_tokens=False)
+        enc = enc.to(self.model.device)
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        kwargs = dict(**enc, streamer=streamer, max_new_tokens=self.max_new_tokens,
+                      pad_token_id=self.tokenizer.pad_token_id, **self._sampling_kwargs())
+        worker = threading.Thread(target=self.model.generate, kwargs=kwargs, daemon=True)
+        worker.start()
+        pieces = []
+        for piece in streamer:
+            pieces.append(piece)
+            out.write(piece)
+            out.flush()
+        worker.join()
+        out.write("\n")
+        out.flush()
+        return "".join(pieces)
+
+
+# --------------------------------------------------------------------------- prompts files
+
+
+def read_prompts(path: str | Path) -> list[Any]:
+    """Prompts from .txt (one a line), .jsonl/.json (strings, or objects with prompt / messages / question)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"prompts file {p} does not exist", "--prompts", "pass a .txt, .jsonl or .json file")
+    text = p.read_text(encoding="utf-8")
+    if p.suffix == ".txt":
+        items: list[Any] = [line for line in text.splitlines() if line.strip()]
+    else:
+        try:
+            items = json.loads(text) if p.suffix == ".json" else [json.loads(ln) for ln in text.splitlines()
+                                                                   if ln.strip()]
+        except json.JSONDecodeError as err:
+            raise UserError(f"{p} is not valid JSON{'L' if p.suffix != '.json' else ''}: {err}", str(p),
+                            "one JSON object per line, e.g. {\"prompt\": \"What is 2 + 3?\"}") from None
+        if not isinstance(items, list):
+            raise UserError(f"{p} must hold a list of prompts", str(p), "write a JSON list or a JSONL file")
+    prompts = []
+    for i, item in enumerate(items, 1):
+        if isinstance(item, dict):
+            item = item.get("prompt") or item.get("messages") or item.get("question")
+        if not item or not isinstance(item, (str, list)):
+            raise UserError(f"prompt {i} in {p} is empty or has no prompt/messages/question field", str(p),
+                            "give each line a string or {\"prompt\": ...}")
+        prompts.append(item)
+    if not prompts:
+        raise UserError(f"{p} holds no prompts", str(p), "write one prompt per line")
+    return prompts
+
+
+def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path | None = None, *,
+                  engine: str = "auto", max_new_tokens: int = 256, temperature: float = 0.0,
+                  batch_size: int = 8) -> list[dict[str, Any]]:
+    """Batch generation: one JSONL record per prompt (prompt, completion), written atomically to ``out``."""
+    from grpo_fast import rundir
+
+    info = load_run(run_dir, finished=False)
+    prompts = read_prompts(prompts_file)
+    gen = Generator(info, select_engine(engine), max_new_tokens=max_new_tokens, temperature=temperature)
+    completions = gen.generate([as_messages(p, gen.system) for p in prompts], batch_size=batch_size)
+    records = [{"prompt": p, "completion": c} for p, c in zip(prompts, completions)]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if out:
+        rundir.atomic_write(Path(out).expanduser(), text)
+    else:
+        sys.stdout.write(text)
+    return records
+
+
+def chat_loop(gen: Generator, lines: Iterable[str], out: TextIO) -> int:
+    """Read user lines until EOF or /exit; keep the conversation; /reset clears it. Returns turns answered."""
+    history: list[dict[str, str]] = []
+    turns = 0
+    out.write(f"chatting with {gen.info.path} ({gen.engine.name}); /reset clears, /exit or Ctrl-D quits\n")
+    out.write("> ")
+    out.flush()
+    for raw in lines:
+        line = raw.strip()
+        if line in EXIT_WORDS:
+            break
+        if line == "/reset":
+            history = []
+            out.write("(conversation cleared)\n> ")
+            out.flush()
+            continue
+        if line:
+            history.append({"role": "user", "content": line})
+            reply = gen.stream(as_messages(history, gen.system), out)
+            history.append({"role": "assistant", "content": reply})
+            turns += 1
+        out.write("> ")
+        out.flush()
+    out.write("\n")
+    return turns
+
+
+def _stdin_lines() -> Iterable[str]:
+    while True:
+        try:
+            yield input() if sys.stdin.isatty() else next(sys.stdin)
+        except (EOFError, StopIteration):
+            return
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _chat_cmd(args: argparse.Namespace) -> int:
+    info = load_run(args.run_dir, finished=False)
+    gen = Generator(info, select_engine(args.engine), max_new_tokens=args.max_new_tokens,
+                    temperature=args.temperature)
+    chat_loop(gen, _stdin_lines(), sys.stdout)
+    return 0
+
+
+def _generate_cmd(args: argparse.Namespace) -> int:
+    records = generate_file(args.run_dir, args.prompts, args.out, engine=args.engine,
+                            max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                            batch_size=args.batch_size)
+    if args.out:
+        print(f"wrote {len(records)} completions to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _common(p: argparse.ArgumentParser, temperature: float) -> None:
+    p.add_argument("run_dir", help="a run directory with adapter/ (runs/<recipe>-<time>)")
+    p.add_argument("--engine", default="auto", help="auto | transformers | vllm | unsloth")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``grpo-fast chat`` and ``grpo-fast generate``."""
+    chat = sub.add_parser("chat", help="chat with a trained run (streamed, recipe system prompt applied)")
+    _common(chat, 0.7)
+    chat.set_defaults(func=_chat_cmd)
+    gen = sub.add_parser("generate", help="complete every prompt of a file; JSONL out")
+    _common(gen, 0.0)
+    gen.add_argument("--prompts", required=True, help=".txt (one per line), .jsonl or .json")
+    gen.add_argument("--out", default=None, help="JSONL output file (default: stdout)")
+    gen.add_argument("--batch-size", type=int, default=8)
+    gen.set_defaults(func=_generate_cmd)
