@@ -1,0 +1,135 @@
+"""Evaluation: unbiased pass@k against known values, metrics on the tiny model, a run dir evaluated end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from grpo_fast import rundir
+from grpo_fast.errors import UserError
+from grpo_fast.evaluate import EVAL_FILE, compare, evaluate, evaluate_run, format_table, generate, pass_at_k
+from grpo_fast.recipes import demo
+
+
+@pytest.mark.parametrize("n, c, k, expected", [
+    (10, 0, 1, 0.0),
+    (10, 10, 5, 1.0),
+    (10, 3, 1, 0.3),                                       # pass@1 is c / n
+    (10, 3, 2, 1 - math.comb(7, 2) / math.comb(10, 2)),    # 1 - 21/45 = 0.5333
+    (5, 1, 5, 1.0),                                        # n - c < k: certain
+    (200, 20, 10, 1 - math.comb(180, 10) / math.comb(200, 10)),
+])
+def test_pass_at_k_known_values(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_matches_the_numerically_stable_product_form():
+    # Chen et al.'s reference implementation: 1 - prod(1 - k / arange(n - c + 1, n + 1))
+    n, c, k = 20, 4, 5
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1 - k / i
+    assert pass_at_k(n, c, k) == pytest.approx(1 - prod)
+    assert pass_at_k(10, 3, 2) == pytest.approx(0.5333, abs=1e-4)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from tiny import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    return tiny_model(tok), tok
+
+
+def _recipe(correct_always: bool):
+    def sum_correct(completions, answer, **kw):
+        return [2.0 if correct_always else 0.0 for _ in completions]
+
+    def answer_tags(completions, **kw):
+        return [1.0, 0.5] * (len(completions) // 2) + [1.0] * (len(completions) % 2)
+
+    return dataclasses.replace(demo.RECIPE, reward_funcs=lambda: [answer_tags, sum_correct])
+
+
+def test_generate_left_pads_and_counts_tokens(tiny):
+    model, tok = tiny
+    tok.padding_side = "right"
+    prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "a much longer question here"}]]
+    out = generate(model, tok, prompts, n=3, greedy=False, max_new_tokens=5, temperature=1.0)
+    assert tok.padding_side == "right"  # restored
+    assert [len(group) for group in out] == [3, 3]
+    assert all(isinstance(text, str) and 0 <= length <= 5 for group in out for text, length in group)
+    greedy_one = generate(model, tok, prompts[1:], max_new_tokens=5)
+    greedy_batched = generate(model, tok, prompts, max_new_tokens=5)
+    assert greedy_batched[1] == greedy_one[0]  # left padding: batching does not change the answer
+
+
+def test_evaluate_metrics_on_the_tiny_model(tiny):
+    model, tok = tiny
+    rows = demo.make_rows(4, seed=1)
+    right = evaluate(model, tok, rows, _recipe(True), k=2, n=3, max_new_tokens=4, seed=0)
+    assert right["accuracy"] == 1.0 and right["pass@1"] == 1.0 and right["pass@2"] == 1.0
+    assert right["format"] == 0.5 and right["n"] == 3 and 0 < right["mean_length"] <= 4
+    assert len(right["examples"]) == 3 and right["examples"][0]["prompt"].startswith("What is")
+    wrong = evaluate(model, tok, rows, _recipe(False), k=2, max_new_tokens=4, seed=0)
+    assert wrong["accuracy"] == 0.0 and wrong["pass@2"] == 0.0
+    assert wrong["mean_length"] == right["mean_length"]  # same seed, same greedy completions
+    table = compare(wrong, right)
+    assert [r["metric"] for r in table] == ["accuracy", "format", "mean_length", "clipped", "pass@1", "pass@2"]
+    assert table[0] == {"metric": "accuracy", "base": 0.0, "trained": 1.0, "delta": 1.0}
+    assert "accuracy" in format_table(table) and "+1.000" in format_table(table)
+    with pytest.raises(UserError, match="no held-out rows"):
+        evaluate(model, tok, [], _recipe(True))
+
+
+def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_fast.train import resolve_config
+
+    run = tmp_path / "run"
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])
+    rundir.write_yaml(run / "config.yaml", cfg.to_dict())
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 1.0)  # a trained-looking adapter that changes the outputs
+    model.save_pretrained(run / "adapter")
+
+    result = evaluate_run(run, k=2)
+    assert json.loads((run / EVAL_FILE).read_text()) == json.loads(json.dumps(result))
+    assert result["settings"] == {"k": 2, "n": 2, "max_new_tokens": 4, "temperature": 1.0, "seed": 42,
+                                  "batch_size": 16}
+    assert result["base"]["rows"] == result["trained"]["rows"] == 4
+    assert [r["metric"] for r in result["comparison"]][:2] == ["accuracy", "format"]
+    assert result["base"]["examples"][0]["prompt"] == result["trained"]["examples"][0]["prompt"]
+    base_texts = [e["completion"] for e in result["base"]["examples"]]
+    assert base_texts != [e["completion"] for e in result["trained"]["examples"]]  # the adapter was applied
+    # Base side really is the base model: the same as generating with no adapter at all.
+    from transformers import AutoTokenizer
+
+    from grpo_fast.train import prepare
+
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rows = prepare(cfg, force=True).eval_rows
+    expected = [g[0][0] for g in generate(plain, tok, [r["prompt"] for r in rows[:3]], max_new_tokens=4)]
+    assert base_texts == expected
+
+
+def test_evaluate_run_refuses_a_folder_that_is_not_a_run(tmp_path):
+    with pytest.raises(UserError, match="not a grpo_fast run directory") as info:
+        evaluate_run(tmp_path)
+    assert "fix:" in str(info.value)
+    (tmp_path / "config.yaml").write_text("recipe: demo\n")
+    with pytest.raises(UserError, match="no trained adapter"):
+        evaluate_run(tmp_path)
