@@ -1,0 +1,128 @@
+"""Scale out: re-run ``grpo-fast train`` under torchrun (DDP) or ``accelerate launch`` with a shipped config.
+
+    grpo-fast train math --num-processes 4                         # torchrun, DDP (NCCL on GPU, gloo on CPU)
+    grpo-fast train math --num-processes 8 --accelerate-config zero3
+
+Each worker runs the ordinary single-process command; TRL's trainer (through accelerate) reads RANK /
+WORLD_SIZE from the environment and shards the batch. Only rank 0 should write the run directory
+(``is_main_process``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpo_fast.errors import UserError
+
+ACCELERATE_DIR = Path(__file__).parent / "accelerate"
+ACCELERATE_CONFIGS = {"ddp": "ddp.yaml", "zero2": "zero2.yaml", "zero3": "zero3.yaml", "fsdp": "fsdp.yaml"}
+# threads per worker on CPU: the cores are shared between the workers
+_CPU_THREADS_ENV = "OMP_NUM_THREADS"
+
+
+def is_main_process() -> bool:
+    """True on rank 0, or when not launched by torchrun/accelerate at all."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def accelerate_config(name: str) -> Path:
+    """A shipped config by name (ddp, zero2, zero3, fsdp) or a path to the user's own YAML."""
+    if name in ACCELERATE_CONFIGS:
+        return ACCELERATE_DIR / ACCELERATE_CONFIGS[name]
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise UserError(f"accelerate config {name!r} is neither a shipped one nor a file", "--accelerate-config",
+                        f"use one of: {', '.join(ACCELERATE_CONFIGS)}, or a YAML written by `accelerate config`")
+    return path
+
+
+def check_processes(num_processes: int, *, cuda_devices: int | None = None, cpus: int | None = None) -> str:
+    """Refuse more workers than the machine has GPUs (CUDA) or cores (CPU); returns 'cuda' or 'cpu'."""
+    if cuda_devices is None:
+        import torch
+
+        cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    if num_processes < 1:
+        raise UserError(f"--num-processes must be at least 1 (got {num_processes})", "--num-processes",
+                        "use 1 for a single process, or the number of GPUs")
+    if cuda_devices:
+        if num_processes > cuda_devices:
+            raise UserError(f"--num-processes {num_processes} but only {cuda_devices} CUDA GPU(s) are visible",
+                            "--num-processes", f"use at most {cuda_devices} (one process per GPU)")
+        return "cuda"
+    if num_processes > cpus:
+        raise UserError(f"--num-processes {num_processes} but this machine has no GPU and only {cpus} CPU core(s)",
+                        "--num-processes", f"use at most {cpus} on CPU (multi-process CPU runs are for testing)")
+    return "cpu"
+
+
+def build_command(argv_after_train: list[str], num_processes: int, config: str | None, device: str) -> list[str]:
+    """The launcher command line. torchrun is the default; an accelerate config selects accelerate launch."""
+    train = ["-m", "grpo_fast", "train", *argv_after_train]
+    if config is None:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                str(num_processes), *train]
+    path = accelerate_config(config)
+    if device == "cpu":
+        raise UserError("accelerate configs (DeepSpeed, FSDP, multi-GPU DDP) need CUDA GPUs", "--accelerate-config",
+                        "drop --accelerate-config: on CPU the launch uses torchrun with the gloo backend")
+    if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
+        raise UserError("the accelerate command is not on PATH", "--accelerate-config", "pip install accelerate")
+    if "zero" in path.name:
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
+            raise UserError(f"{path.name} needs DeepSpeed, which is not installed", "--accelerate-config",
+                            "pip install deepspeed, or use --accelerate-config ddp / fsdp")
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path), "--num_processes",
+            str(num_processes), *train]
+
+
+def pin_run_dir(argv_after_train: list[str]) -> list[str]:
+    """Add ``run_dir=runs/<recipe>-<time>`` unless given: each worker would otherwise stamp its own time."""
+    import yaml
+
+    if any(a.startswith("run_dir=") for a in argv_after_train):
+        return list(argv_after_train)
+    positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]
+    label = "demo"
+    if positional:
+        target = positional[0]
+        if target.endswith((".yaml", ".yml")) or Path(target).is_file():
+            try:
+                values = yaml.safe_load(Path(target).read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError):
+                values = {}
+            if values.get("run_dir"):
+                return list(argv_after_train)
+            label = str(values.get("recipe") or Path(target).stem)
+        else:
+            label = target
+    label = next((a.split("=", 1)[1] for a in argv_after_train if a.startswith("recipe=")), label)
+    return [*argv_after_train, f"run_dir=runs/{label}-{time.strftime('%Y%m%d-%H%M%S')}"]
+
+
+def launch(argv_after_train: list[str], num_processes: int, config: str | None = None) -> int:
+    """Run ``grpo-fast train <argv>`` on ``num_processes`` workers; returns the launcher's exit code."""
+    if "--num-processes" in argv_after_train or "--accelerate-config" in argv_after_train:
+        raise ValueError("strip --num-processes/--accelerate-config before calling launch()")
+    device = check_processes(num_processes)
+    argv = argv_after_train if "--dry-run" in argv_after_train else pin_run_dir(argv_after_train)
+    cmd = build_command(list(argv), num_processes, config, device)
+    env = dict(os.environ)
+    if device == "cpu":
+        # torch picks gloo for CPU tensors; keep the workers from fighting over the same cores
+        env.setdefault(_CPU_THREADS_ENV, str(max(1, (os.cpu_count() or 1) // num_processes)))
+        env.setdefault("ACCELERATE_USE_CPU", "true")
+    print(f"launching {num_processes} processes ({device}): {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    return subprocess.call(cmd, env=env)
