@@ -1,0 +1,91 @@
+"""The run report on synthetic run directories: plots, tables, unfinished runs, HTML escaping."""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import pytest
+
+from grpo_fast import rundir
+from grpo_fast.errors import UserError
+from grpo_fast.report import PLOTS_DIR, REPORT_FILE, write_report
+
+EVIL = '<script>alert("x")</script> & <answer>7</answer>'
+
+
+def make_run(path, steps: int = 25, finished: bool = True, kl: bool = True):
+    """A run directory as train() + HealthMonitor + evaluate_run leave it."""
+    path.mkdir(parents=True, exist_ok=True)
+    rundir.write_yaml(path / "config.yaml", {"recipe": "demo", "model": "embedded", "max_steps": steps})
+    for step in range(1, steps + 1):
+        record = {"step": step, "reward": 0.5 + 0.08 * step + 0.2 * math.sin(step), "reward_std": 0.6 - 0.02 * step,
+                  "frac_reward_zero_std": 0.1, "rewards/answer_tags/mean": 0.3 + 0.03 * step,
+                  "rewards/sum_correct/mean": 0.2 + 0.05 * step, "entropy": 2.0 - 0.05 * step,
+                  "completions/mean_length": 30 - 0.5 * step, "completions/clipped_ratio": 0.1,
+                  "loss": 0.01, "grad_norm": 0.4 if step != 3 else None}
+        if kl:
+            record["kl"] = 0.01 * step
+        rundir.append_jsonl(path / "metrics.jsonl", record)
+    rundir.append_jsonl(path / "samples.jsonl", {"step": 5, "prompt": "What is 3 + 4?", "completion": EVIL,
+                                                 "rewards": {"answer_tags": 1.0, "sum_correct": 2.0}})
+    rundir.append_jsonl(path / "health.jsonl", {"step": 12, "kind": "clipped", "message": "70% cut <b>",
+                                                "remedy": "raise max_completion_length", "value": 0.7,
+                                                "threshold": 0.5, "action": "warn"})
+    if finished:
+        rundir.write_json(path / "summary.json", {"steps": steps, "reward_first": 0.6, "reward_last": 2.4})
+    return path
+
+
+def test_report_of_a_finished_run(tmp_path):
+    run = make_run(tmp_path / "run")
+    rundir.write_json(run / "eval.json", {
+        "settings": {"k": 4}, "trained": {"rows": 16, "examples": [{"prompt": "Q", "completion": EVIL,
+                                                                     "correct": True}]},
+        "comparison": [{"metric": "accuracy", "base": 0.25, "trained": 0.75, "delta": 0.5}]})
+    path = write_report(run)
+    assert path == run / REPORT_FILE
+    page = path.read_text()
+    assert '<span class="status finished">finished</span>' in page and "status unfinished" not in page
+    for name in ("rewards", "reward_std", "zero_std", "kl", "entropy", "length", "clipped"):
+        png = (run / PLOTS_DIR / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG")
+        assert base64.b64encode(png).decode() in page  # embedded: the HTML stands alone
+    assert "Health events (1)" in page and "raise max_completion_length" in page
+    assert "<td>accuracy</td><td>0.250</td><td>0.750</td>" in page and "+0.500" in page
+    assert "answer_tags: 1.000" in page
+
+
+def test_everything_from_the_run_is_escaped(tmp_path):
+    run = make_run(tmp_path / "run")
+    rundir.write_json(run / "eval.json", {"trained": {"examples": [{"prompt": EVIL, "completion": EVIL}]},
+                                          "comparison": []})
+    page = write_report(run).read_text()
+    assert "<script>" not in page and "<answer>" not in page and "70% cut <b>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;answer&gt;7&lt;/answer&gt;" in page
+
+
+def test_unfinished_run_without_kl_or_eval(tmp_path):
+    run = make_run(tmp_path / "run", steps=4, finished=False, kl=False)
+    page = write_report(run).read_text()
+    assert '<span class="status unfinished">' in page and "last logged step 4" in page
+    assert not (run / PLOTS_DIR / "kl.png").exists() and (run / PLOTS_DIR / "rewards.png").exists()
+    assert "No eval.json yet" in page
+
+
+def test_stopped_run_and_a_run_that_just_started(tmp_path):
+    run = make_run(tmp_path / "stopped")
+    rundir.append_jsonl(run / "health.jsonl", {"step": 20, "kind": "low_reward_std", "action": "stop"})
+    assert "stopped early by the health monitor: low_reward_std at step 20" in write_report(run).read_text()
+    fresh = tmp_path / "fresh"
+    rundir.write_yaml(fresh / "config.yaml", {"recipe": "demo"})
+    page = write_report(fresh).read_text()
+    assert "No metrics logged yet" in page and "No samples logged yet" in page
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(UserError, match="not a grpo_fast run directory") as info:
+        write_report(tmp_path)
+    assert "where:" in str(info.value) and "fix:" in str(info.value)
+    with pytest.raises(UserError):
+        write_report(tmp_path / "missing")
