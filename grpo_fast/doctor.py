@@ -1,0 +1,258 @@
+"""``grpo-fast doctor``: what this machine has, what is installed against the lock, and what will break.
+
+Exit code 1 when something blocks training (a known-broken version on this hardware, a missing core
+package), 0 otherwise. Warnings (an optional GPU package missing, versions off the lock) do not block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
+CORE = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
+OPTIONAL_GPU = ("unsloth", "vllm", "bitsandbytes")
+# The lock as shipped, for installs without the repository's requirements files beside the package.
+EMBEDDED_LOCK = {
+    "cpu": {"torch": "2.13.0"},
+    "gpu": {"torch": "2.14.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.33.0",
+            "bitsandbytes": "0.50.2", "xformers": "0.0.35"},
+    "base": {"trl": "1.14.2", "transformers": "5.17.0", "datasets": "4.8.5", "peft": "0.21.2",
+             "accelerate": "1.16.0", "safetensors": "0.8.0", "tokenizers": "0.23.3", "huggingface_hub": "1.33.0"},
+}
+# vLLM builds against one torch; another torch fails at import or at the first CUDA kernel.
+VLLM_TORCH = {"0.33.0": "2.14.0"}
+
+
+@dataclass
+class Check:
+    """One row of the report."""
+
+    name: str
+    value: str
+    status: str = INFO
+    note: str = ""
+
+
+@dataclass
+class Machine:
+    """The facts the checks read; tests build one by hand to simulate a machine."""
+
+    python: str
+    versions: dict[str, str]
+    cuda: bool
+    gpu_name: str | None = None
+    gpu_gb: float | None = None
+    capability: tuple[int, int] | None = None
+    cuda_version: str | None = None
+    imports: dict[str, str] = field(default_factory=dict)
+    bf16_reported: bool = False
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def installed_versions(names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def _parse_requirements(path: Path, seen: set[Path] | None = None) -> dict[str, str]:
+    seen = seen or set()
+    if path in seen or not path.is_file():
+        return {}
+    seen.add(path)
+    pins: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            pins.update(_parse_requirements(path.parent / line[3:].strip(), seen))
+        elif "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+def lock_pins(gpu: bool, root: Path | None = None) -> tuple[dict[str, str], str]:
+    """Pins of the set this machine should run, from requirements*.txt beside the package, else embedded."""
+    root = root or Path(__file__).resolve().parent.parent
+    path = root / ("requirements-gpu.txt" if gpu else "requirements.txt")
+    pins = _parse_requirements(path)
+    if pins:
+        return pins, path.name
+    pins = {k.replace("_", "-"): v for k, v in {**EMBEDDED_LOCK["base"],
+                                                 **EMBEDDED_LOCK["gpu" if gpu else "cpu"]}.items()}
+    return pins, "embedded lock"
+
+
+def try_import(name: str, timeout: float = 120.0) -> str:
+    """'ok', 'not installed' or the error's last line; in a subprocess so a crashing import cannot kill us."""
+    if importlib.util.find_spec(name) is None:
+        return "not installed"
+    proc = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode == 0:
+        return "ok"
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    return "import fails: " + (lines[-1][:160] if lines else f"exit {proc.returncode}")
+
+
+def probe(imports: bool = True) -> Machine:
+    import torch
+
+    names = [*CORE, *OPTIONAL_GPU, "unsloth-zoo", "xformers", "deepspeed", "math-verify", "safetensors",
+             "tokenizers", "huggingface_hub"]
+    m = Machine(python=platform.python_version(), versions=installed_versions(names), cuda=torch.cuda.is_available())
+    if m.cuda:
+        props = torch.cuda.get_device_properties(0)
+        m.gpu_name, m.gpu_gb = props.name, props.total_memory / 2**30
+        m.capability = torch.cuda.get_device_capability(0)
+        m.cuda_version = torch.version.cuda
+        m.bf16_reported = torch.cuda.is_bf16_supported()
+    if imports:
+        m.imports = {name: try_import(name) for name in OPTIONAL_GPU}
+    return m
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _base_version(v: str) -> str:
+    return v.split("+", 1)[0]
+
+
+def known_problems(m: Machine, bf16_requested: bool = False) -> list[Check]:
+    """Combinations known to break training on this machine."""
+    out = []
+    trl = m.versions.get("trl", "")
+    if trl.startswith("1.15.") and not m.cuda:
+        out.append(Check("trl on CPU", trl, FAIL, "trl 1.15.x always launches a Triton fused-LM-head kernel: GRPO "
+                         "crashes on CPU. pip install trl==1.14.2"))
+    vllm, torch_v = m.versions.get("vllm"), _base_version(m.versions.get("torch", ""))
+    if vllm and vllm in VLLM_TORCH and torch_v != VLLM_TORCH[vllm]:
+        out.append(Check("vllm/torch", f"vllm {vllm} + torch {torch_v}", FAIL if m.cuda else WARN,
+                         f"vllm {vllm} is built for torch {VLLM_TORCH[vllm]}; pip install -r requirements-gpu.txt"))
+    if m.capability and m.capability[0] < 8:
+        note = "no native bf16 before Ampere (T4, V100): train in fp16 (bf16: false, fp16: true)"
+        if m.bf16_reported:
+            note += "; torch.cuda.is_bf16_supported() says True here (emulation), so do not trust it"
+        status = FAIL if bf16_requested else WARN if m.bf16_reported else INFO
+        out.append(Check("bf16", f"{m.gpu_name} (sm_{m.capability[0]}{m.capability[1]})", status, note))
+    return out
+
+
+def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
+    """Every row of the report, from the facts in ``m``."""
+    from grpo_fast.plan import profile_for
+
+    rows = [Check("python", m.python, OK if sys.version_info >= (3, 10) else FAIL)]
+    if m.cuda:
+        rows.append(Check("gpu", f"{m.gpu_name}, {m.gpu_gb:.1f} GiB", OK,
+                          f"compute capability {m.capability[0]}.{m.capability[1]}" if m.capability else ""))
+    else:
+        rows.append(Check("gpu", "none", INFO, "CPU training works for the demo and small models"))
+    pins, source = lock_pins(m.cuda)
+    for name in CORE:
+        have, want = m.versions.get(name), pins.get(_norm(name))
+        if have is None:
+            rows.append(Check(name, "missing", FAIL, f"pip install -r {source}"))
+        elif want and _base_version(have) != want:
+            rows.append(Check(name, have, WARN, f"lock ({source}) pins {want}"))
+        else:
+            rows.append(Check(name, have, OK))
+        if name == "torch" and have:
+            rows[-1].note = " ".join(filter(None, [rows[-1].note, f"CUDA {m.cuda_version}" if m.cuda else "no CUDA"]))
+    for name in OPTIONAL_GPU:
+        have = m.versions.get(name)
+        state = m.imports.get(name, "ok" if have else "not installed")
+        if have is None:
+            rows.append(Check(name, "not installed", WARN if m.cuda else INFO,
+                              "pip install -r requirements-gpu.txt" if m.cuda else "GPU only"))
+        elif state != "ok":
+            rows.append(Check(name, have, FAIL if m.cuda else WARN, state))
+        else:
+            want = pins.get(_norm(name))
+            off = want and _base_version(have) != want
+            rows.append(Check(name, have, WARN if off else OK, f"lock pins {want}" if off else "imports"))
+    rows += known_problems(m, bf16_requested)
+    rows.append(Check("profile", profile_for(m.gpu_gb), INFO, "suggested (profile: auto picks it)"))
+    return rows
+
+
+def environment_rows() -> list[Check]:
+    """Sandbox isolation and cache disk space (real, not simulated)."""
+    from grpo_fast.models import cache_dir
+    from grpo_fast.rewards.sandbox import LEVELS, isolation_level
+
+    rows = []
+    try:
+        level = isolation_level()
+        rows.append(Check("code sandbox", level, OK, LEVELS.get(level, "")))
+    except Exception as err:  # the sandbox only matters for the code recipe
+        rows.append(Check("code sandbox", "unavailable", WARN, f"{type(err).__name__}: {err}"[:160]))
+    cache = cache_dir()
+    probe_dir = next((p for p in [cache, *cache.parents] if p.exists()), Path("/"))
+    free = shutil.disk_usage(probe_dir).free / 2**30
+    rows.append(Check("cache", str(cache), OK if free >= 5 else WARN,
+                      f"{free:.1f} GiB free" + ("" if free >= 5 else " (models and checkpoints need several GiB)")))
+    return rows
+
+
+def blocking(rows: list[Check]) -> bool:
+    return any(r.status == FAIL for r in rows)
+
+
+def render(rows: list[Check]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    colors = {OK: "green", WARN: "yellow", FAIL: "bold red", INFO: "cyan"}
+    table = Table(title="grpo-fast doctor", show_lines=False)
+    for col in ("check", "value", "status", "note"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.name, r.value, f"[{colors[r.status]}]{r.status}[/]", r.note)
+    console = Console()
+    console.print(table)
+    if blocking(rows):
+        console.print("[bold red]something above blocks training: fix the FAIL rows[/]")
+    else:
+        console.print("[green]ready to train[/]")
+
+
+def run(as_json: bool = False, bf16: bool = False, imports: bool = True) -> int:
+    rows = checks(probe(imports=imports), bf16_requested=bf16) + environment_rows()
+    if as_json:
+        print(json.dumps([asdict(r) for r in rows], indent=1))
+    else:
+        render(rows)
+    return 1 if blocking(rows) else 0
+
+
+def _doctor_cmd(args: argparse.Namespace) -> int:
+    return run(as_json=args.json, bf16=args.bf16)
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``grpo-fast doctor``."""
+    p = sub.add_parser("doctor", help="check this machine and the installed versions; exit 1 if training is blocked")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--bf16", action="store_true", help="also check that bf16 training would work here")
+    p.set_defaults(func=_doctor_cmd)

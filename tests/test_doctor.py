@@ -1,0 +1,83 @@
+"""doctor: simulated machines for the known-broken combinations, and the real command once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from grpo_fast import doctor
+from grpo_fast.doctor import FAIL, OK, WARN, Machine
+
+LOCKED = {"torch": "2.13.0", "transformers": "5.17.0", "trl": "1.14.2", "peft": "0.21.2", "accelerate": "1.16.0",
+          "datasets": "4.8.5"}
+GPU_LOCKED = {**LOCKED, "torch": "2.14.0", "vllm": "0.33.0", "unsloth": "2026.10.9", "bitsandbytes": "0.50.2"}
+OK_IMPORTS = {"unsloth": "ok", "vllm": "ok", "bitsandbytes": "ok"}
+
+
+def _rows(machine, **kw):
+    return {r.name: r for r in doctor.checks(machine, **kw)}
+
+
+def test_locked_cpu_machine_is_ready():
+    rows = _rows(Machine("3.11.7", dict(LOCKED), cuda=False))
+    assert not doctor.blocking(list(rows.values()))
+    assert rows["trl"].status == OK and rows["profile"].value == "cpu"
+    assert rows["vllm"].value == "not installed" and rows["vllm"].status != FAIL  # GPU-only packages: fine on CPU
+
+
+def test_trl_115_on_cpu_blocks_but_not_on_gpu():
+    cpu = _rows(Machine("3.11.7", {**LOCKED, "trl": "1.15.0"}, cuda=False))
+    assert cpu["trl on CPU"].status == FAIL and "Triton" in cpu["trl on CPU"].note
+    assert doctor.blocking(list(cpu.values()))
+    gpu = doctor.checks(Machine("3.11.7", {**GPU_LOCKED, "trl": "1.15.0"}, cuda=True, gpu_name="NVIDIA A100",
+                                gpu_gb=80, capability=(8, 0), imports=OK_IMPORTS))
+    assert not any(r.name == "trl on CPU" for r in gpu)
+    assert {r.name: r.status for r in gpu}["trl"] == WARN  # off the lock, not blocking
+
+
+def test_vllm_needs_its_torch():
+    m = Machine("3.11.7", {**GPU_LOCKED, "torch": "2.13.0+cu128"}, cuda=True, gpu_name="NVIDIA L4", gpu_gb=22.5,
+                capability=(8, 9), imports=OK_IMPORTS)
+    rows = _rows(m)
+    assert rows["vllm/torch"].status == FAIL and "2.14.0" in rows["vllm/torch"].note
+    assert rows["profile"].value == "memory"
+    fine = _rows(Machine("3.11.7", dict(GPU_LOCKED), cuda=True, gpu_name="NVIDIA H100", gpu_gb=80,
+                         capability=(9, 0), imports=OK_IMPORTS))
+    assert "vllm/torch" not in fine and fine["profile"].value == "performance"
+    assert not doctor.blocking(list(fine.values()))
+
+
+def test_bf16_on_a_t4():
+    t4 = dict(python="3.11.7", versions=dict(GPU_LOCKED), cuda=True, gpu_name="Tesla T4", gpu_gb=14.7,
+              capability=(7, 5), imports=OK_IMPORTS)
+    asked = _rows(Machine(**t4), bf16_requested=True)
+    assert asked["bf16"].status == FAIL and "fp16" in asked["bf16"].note
+    emulated = _rows(Machine(**t4, bf16_reported=True))
+    assert emulated["bf16"].status == WARN and "emulation" in emulated["bf16"].note
+
+
+def test_broken_gpu_import_and_missing_core_package():
+    m = Machine("3.11.7", {k: v for k, v in GPU_LOCKED.items() if k != "peft"}, cuda=True, gpu_name="NVIDIA A10G",
+                gpu_gb=22, capability=(8, 6), imports={**OK_IMPORTS, "bitsandbytes": "import fails: libcudart.so"})
+    rows = _rows(m)
+    assert rows["peft"].status == FAIL and rows["bitsandbytes"].status == FAIL
+    assert "libcudart" in rows["bitsandbytes"].note
+
+
+def test_lock_is_read_from_requirements_or_embedded(tmp_path):
+    pins, source = doctor.lock_pins(gpu=True)
+    assert source == "requirements-gpu.txt" and pins["vllm"] == "0.33.0" and pins["trl"] == "1.14.2"
+    pins, source = doctor.lock_pins(gpu=False, root=tmp_path)  # an installed wheel: no files beside it
+    assert source == "embedded lock" and pins["torch"] == "2.13.0" and pins["huggingface-hub"] == "1.33.0"
+    assert doctor.lock_pins(gpu=False)[0]["torch"] == pins["torch"]  # the embedded table matches the files
+
+
+def test_real_doctor_command():
+    code = ("import sys; from grpo_fast import doctor; sys.exit(doctor.run(as_json='--json' in sys.argv))")
+    proc = subprocess.run([sys.executable, "-c", code, "--json"], capture_output=True, text=True, timeout=300)
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert proc.returncode == (1 if any(r["status"] == FAIL for r in rows.values()) else 0)
+    assert rows["trl"]["value"] and rows["code sandbox"]["value"] and "GiB free" in rows["cache"]["note"]
+    table = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "grpo-fast doctor" in table.stdout and table.returncode == proc.returncode
