@@ -71,12 +71,11 @@ RECIPE = Recipe(
     format_reward=PRESET.format,
     gold=lambda row: gold_completion(row, "math"),
     required=("prompt", "answer"),
+    # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
     defaults={
         "max_completion_length": 512,
         "max_seq_length": 1024,
         "learning_rate": 5.0e-6,
-        "num_generations": 8,
-        "per_device_train_batch_size": 8,
         "save_steps": 100,
         "temperature": 1.0,
     },
