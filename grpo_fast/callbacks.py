@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
-from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from grpo_fast import rundir
 
@@ -15,7 +15,7 @@ from grpo_fast import rundir
 class RunLogger(TrainerCallback):
     """Writes metrics.jsonl every logged step and samples.jsonl every ``sample_every`` steps.
 
-    Replaces transformers' ProgressCallback, whose dict dumps drown the progress bar.
+    Replaces transformers' ProgressCallback/PrinterCallback, whose dict dumps drown the progress bar.
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4):
@@ -29,6 +29,7 @@ class RunLogger(TrainerCallback):
         """Give the callback the trainer, whose recent completions it samples."""
         self.trainer = trainer
         trainer.remove_callback(ProgressCallback)
+        trainer.remove_callback(PrinterCallback)
 
     def on_train_begin(self, args, state, control, **kwargs):
         from tqdm.auto import tqdm

@@ -46,6 +46,24 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rewards_check(args: argparse.Namespace) -> int:
+    from grpo_fast.recipes import NAMES
+    from grpo_fast.rewards.check import check_preset, run_check
+    from grpo_fast.rewards.presets import PRESETS
+
+    key = args.target.lower().removesuffix("_rewards")
+    if key in PRESETS and args.target not in NAMES:
+        report = check_preset(key, threshold=args.threshold)
+    else:
+        from grpo_fast.train import prepare, resolve_config
+
+        prep = prepare(resolve_config(args.target, args.overrides), force=True)
+        report = run_check(prep.rewards.funcs, prep.train_rows, correctness=prep.rewards.correctness,
+                           threshold=args.threshold, max_rows=args.rows)
+    report.print()
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-fast", description="Unsloth-first GRPO fine-tuning on TRL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
@@ -63,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("overrides", nargs="*", help="key=value overrides")
     plan.add_argument("--card-gb", type=float, default=None, help="plan for this card only (GB)")
     plan.set_defaults(func=_plan)
+
+    rewards = sub.add_parser("rewards", help="reward tools")
+    rewards_sub = rewards.add_subparsers(dest="rewards_command", required=True)
+    check = rewards_sub.add_parser("check", help="gold self-test and reward-hacking probes; exit 1 on failure")
+    check.add_argument("target", help="preset (math_reasoning, code_generation, qa, summarization), recipe or YAML")
+    check.add_argument("overrides", nargs="*", help="key=value overrides (recipe/YAML targets)")
+    check.add_argument("--threshold", type=float, default=0.5, help="flag probes above this share of the maximum")
+    check.add_argument("--rows", type=int, default=8, help="dataset rows to build gold completions and probes from")
+    check.set_defaults(func=_rewards_check)
     return parser
 
 

@@ -99,21 +99,82 @@ class Prepared:
 
     cfg: RunConfig
     recipe: Recipe
+    rewards: Rewards
     train_rows: list[dict]
     eval_rows: list[dict]
     tokenizer: Any
     report: list[str] = field(default_factory=list)
 
 
-def gold_self_test(recipe: Recipe, rows: list[dict], limit: int = 32) -> tuple[int, list[str]]:
+@dataclass
+class Rewards:
+    """The reward functions of a run, their weights, and which one judges correctness."""
+
+    funcs: list
+    weights: list[float]
+    correctness: str
+    correctness_max: float
+
+    fallback_max: float = 1.0
+
+    @property
+    def names(self) -> list[str]:
+        return [f.__name__ for f in self.funcs]
+
+    @property
+    def max_total(self) -> float:
+        """Highest weighted total, from each reward's declared range (else the recipe's figure)."""
+        ranges = [getattr(f, "reward_range", None) for f in self.funcs]
+        if any(r is None for r in ranges):
+            return self.fallback_max
+        return sum(w * (r[1] if w >= 0 else r[0]) for w, r in zip(self.weights, ranges))
+
+
+def reward_setup(cfg: RunConfig, recipe: Recipe) -> Rewards:
+    """The config's ``rewards`` (registry names, {name, weight, params} maps, or a preset) or the recipe's."""
+    from grpo_fast.rewards import get_preset, get_reward
+
+    spec = cfg.rewards
+    try:
+        if spec is None:
+            funcs, weights = recipe.reward_funcs(), list(recipe.reward_weights)
+        elif isinstance(spec, str):
+            preset = get_preset(spec)
+            funcs, weights = preset.funcs, preset.weights
+        else:
+            funcs, weights = [], []
+            for item in spec:
+                params = dict(item) if isinstance(item, dict) else {"name": item}
+                if "name" not in params:
+                    raise UserError(f"reward entry {item!r} has no 'name'",
+                                    fix="write {name: fuzzy_match, weight: 2.0}")
+                weights.append(float(params.pop("weight", 1.0)))
+                funcs.append(get_reward(str(params.pop("name")), **params))
+    except UserError as err:
+        raise UserError(err.what, cfg.where("rewards"), err.fix) from None
+    weights = list(cfg.grpo.get("reward_weights") or weights)
+    if len(weights) != len(funcs):
+        raise UserError(f"{len(weights)} reward_weights for {len(funcs)} rewards", cfg.where("reward_weights"),
+                        "give one weight per reward, in order")
+    names = [f.__name__ for f in funcs]
+    if recipe.correctness in names:
+        return Rewards(funcs, weights, recipe.correctness, recipe.correctness_max, recipe.reward_max)
+    judges = [f for f in funcs if getattr(f, "reward_kind", None) == "correctness"]
+    if not judges:
+        raise UserError("no correctness reward among the configured rewards", cfg.where("rewards"),
+                        f"add one (e.g. {recipe.correctness}), so answers can be checked and evaluated")
+    best = getattr(judges[0], "reward_range", (0.0, 1.0))[1]
+    return Rewards(funcs, weights, judges[0].__name__, best, recipe.reward_max)
+
+
+def gold_self_test(recipe: Recipe, rewards: Rewards, rows: list[dict], limit: int = 32) -> tuple[int, list[str]]:
     """Score each row's gold completion: the correctness reward must give its maximum, or training is refused."""
-    funcs = {f.__name__: f for f in recipe.reward_funcs()}
-    fn = funcs[recipe.correctness]
+    fn = rewards.funcs[rewards.names.index(rewards.correctness)]
     sample = rows[:limit]
     columns = {k: [r.get(k) for r in sample] for k in sample[0] if k != "prompt"}
     completions = [[{"role": "assistant", "content": recipe.gold(r)}] for r in sample]
     scores = fn(prompts=[r["prompt"] for r in sample], completions=completions, **columns)
-    best = recipe.correctness_max
+    best = rewards.correctness_max
     failures = [f"row {i}: gold completion scored {s} (< {best}): {completions[i][0]['content'][:80]!r}"
                 for i, s in enumerate(scores) if s is None or s < best - 1e-9]
     return len(sample), failures
@@ -135,16 +196,18 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     train_rows, eval_rows = data.split_holdout(rows, cfg.eval_rows, cfg.seed)
     report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
     report.append(stats.line())
-    checked, failures = gold_self_test(recipe, train_rows)
+    rewards = reward_setup(cfg, recipe)
+    report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
+    checked, failures = gold_self_test(recipe, rewards, train_rows)
     if failures and not force:
         raise UserError(
             f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
-            f"'{recipe.correctness}' reward\n  " + "\n  ".join(failures[:5]),
+            f"'{rewards.correctness}' reward\n  " + "\n  ".join(failures[:5]),
             origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
         )
-    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{recipe.correctness}'")
+    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{rewards.correctness}'")
     report.append(memory_line(cfg, model_path, stats.max))
-    return Prepared(cfg, recipe, train_rows, eval_rows, tokenizer, report)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
 
 
 def _load_tokenizer(model_path: str) -> Any:
@@ -221,11 +284,10 @@ def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, 
     from trl import GRPOConfig, GRPOTrainer
 
     cfg = prep.cfg
-    funcs = prep.recipe.reward_funcs()
-    grpo = {"reward_weights": prep.recipe.reward_weights, **cfg.grpo}
+    grpo = {**cfg.grpo, "reward_weights": prep.rewards.weights}
     args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
     return GRPOTrainer(
-        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
+        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=list(prep.rewards.funcs), args=args,
         train_dataset=Dataset.from_list(prep.train_rows), callbacks=callbacks,
     )
 
@@ -259,7 +321,7 @@ def train(cfg: RunConfig, force: bool = False) -> RunResult:
         run_dir=run_dir, steps=steps,
         reward_first=sum(rewards[:5]) / max(1, len(rewards[:5])),
         reward_last=sum(rewards[-5:]) / max(1, len(rewards[-5:])),
-        reward_max=prep.recipe.reward_max, wall_s=wall, s_per_step=wall / max(1, steps), backend=loaded.backend.name,
+        reward_max=prep.rewards.max_total, wall_s=wall, s_per_step=wall / max(1, steps), backend=loaded.backend.name,
     )
     rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir)})
     return result
