@@ -150,12 +150,14 @@ class HealthMonitor(TrainerCallback):
         self.last_fired: dict[str, int] = {}
         self.events: list[HealthEvent] = []
         self.stopped_by: HealthEvent | None = None
+        self._main = True
 
     # ----------------------------------------------------------------- callback
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "reward" not in logs or not state.is_world_process_zero:
+        if not logs or "reward" not in logs:
             return  # the end-of-training summary and eval logs carry no reward
+        self._main = state.is_world_process_zero  # every rank decides to stop alike; only rank 0 writes
         self.logged += 1
         row = {key: _finite(value) for key, value in logs.items()}
         self.history.append(row)
@@ -255,9 +257,9 @@ class HealthMonitor(TrainerCallback):
                 self.stopped_by = event
         event.time = time.time()
         self.events.append(event)
-        if self.echo:
+        if self.echo and self._main:
             _print(event.text())
-        if self.run_dir is not None:
+        if self.run_dir is not None and self._main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             rundir.append_jsonl(self.run_dir / HEALTH_FILE, asdict(event))
 
