@@ -152,6 +152,13 @@ class HealthMonitor(TrainerCallback):
         self.stopped_by: HealthEvent | None = None
         self._main = True
 
+    @classmethod
+    def for_recipe(cls, run_dir: str | Path | None, recipe: Any, on_alarm: str = "warn",
+                   **options: Any) -> HealthMonitor:
+        """A monitor wired to a recipe's reward names (hacking check) and maximum reward (plateau check)."""
+        return cls(run_dir, on_alarm=on_alarm, format_reward=recipe.format_reward,
+                   correctness_reward=recipe.correctness, reward_max=recipe.reward_max, **options)
+
     # ----------------------------------------------------------------- callback
 
     def on_log(self, args, state, control, logs=None, **kwargs):

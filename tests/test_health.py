@@ -130,3 +130,12 @@ def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
     assert {e["kind"] for e in events} == {"low_reward_std", "zero_std_groups"}
     assert all(e["action"] == "stop" and e["step"] == 2 for e in events)
     assert monitor.stopped_by.kind == "low_reward_std"
+
+
+def test_for_recipe_takes_the_recipe_reward_names():
+    from grpo_fast.recipes import demo
+
+    monitor = HealthMonitor.for_recipe(None, demo.RECIPE, on_alarm="stop", window=3)
+    names = (monitor.format_reward, monitor.correctness_reward, monitor.reward_max)
+    assert names == ("answer_tags", "sum_correct", 3.0)
+    assert monitor.on_alarm == "stop" and monitor.window == 3
