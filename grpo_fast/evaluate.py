@@ -78,15 +78,27 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
     return out
 
 
+def _judges(recipe: Recipe, rewards: Any | None) -> tuple[Any, float, Any | None]:
+    """(correctness reward, its full score, format reward or None): the run's rewards if given, else the recipe's."""
+    funcs = list(rewards.funcs) if rewards is not None else recipe.reward_funcs()
+    by_name = {getattr(f, "__name__", ""): f for f in funcs}
+    name = rewards.correctness if rewards is not None else recipe.correctness
+    best = rewards.correctness_max if rewards is not None else recipe.correctness_max
+    fmt = by_name.get(recipe.format_reward or "") or next(
+        (f for f in funcs if getattr(f, "reward_kind", None) == "format"), None)
+    return by_name[name], best, fmt
+
+
 def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *, k: int = 4, n: int | None = None,
              max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0, batch_size: int = 16,
-             examples: int = 3) -> dict[str, Any]:
+             examples: int = 3, rewards: Any | None = None) -> dict[str, Any]:
     """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by the recipe's rewards.
 
     accuracy: greedy completion's correctness score >= ``recipe.correctness_max``. format: share of greedy
     completions at the format reward's maximum (None without a format reward). mean_length: greedy tokens.
     clipped: share of greedy completions cut at ``max_new_tokens``. pass@1 / pass@k: from ``n`` (default k)
-    samples at ``temperature`` per row, unbiased estimator.
+    samples at ``temperature`` per row, unbiased estimator. ``rewards``: the run's ``train.Rewards`` when the
+    config chose other rewards than the recipe's (its ``correctness`` names the judge).
     """
     import torch
     from transformers import set_seed
@@ -94,10 +106,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *
     if not rows:
         raise UserError("no held-out rows to evaluate", "config key 'eval_rows'", "set eval_rows to 8 or more")
     n = n or k
-    funcs = {getattr(f, "__name__", ""): f for f in recipe.reward_funcs()}
-    correct_fn = funcs[recipe.correctness]
-    format_fn = funcs.get(recipe.format_reward) if recipe.format_reward else None
-    best = recipe.correctness_max - 1e-9
+    correct_fn, best, format_fn = _judges(recipe, rewards)
+    best -= 1e-9
     was_training = getattr(model, "training", False)
     model.eval()
     try:
@@ -231,8 +241,9 @@ def evaluate_run(run_dir: str | Path, *, k: int = 4, n: int | None = None, max_n
     }
     model, tokenizer, base_view = load_for_eval(run_dir, cfg)
     with base_view() as base_model:
-        base = evaluate(base_model if base_model is not None else model, tokenizer, rows, prep.recipe, **settings)
-    trained = evaluate(model, tokenizer, rows, prep.recipe, **settings)
+        base = evaluate(base_model if base_model is not None else model, tokenizer, rows, prep.recipe,
+                        rewards=prep.rewards, **settings)
+    trained = evaluate(model, tokenizer, rows, prep.recipe, rewards=prep.rewards, **settings)
     result = {
         "run_dir": str(run_dir), "recipe": prep.recipe.name, "model": cfg.model, "settings": settings,
         "base": base, "trained": trained, "comparison": compare(base, trained),

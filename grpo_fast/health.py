@@ -159,6 +159,16 @@ class HealthMonitor(TrainerCallback):
         return cls(run_dir, on_alarm=on_alarm, format_reward=recipe.format_reward,
                    correctness_reward=recipe.correctness, reward_max=recipe.reward_max, **options)
 
+    @classmethod
+    def for_prepared(cls, run_dir: str | Path | None, prep: Any, on_alarm: str = "warn",
+                     **options: Any) -> HealthMonitor:
+        """A monitor for ``train.prepare``'s result: the run's own rewards (config may replace the recipe's)."""
+        rewards = prep.rewards
+        fmt = prep.recipe.format_reward if prep.recipe.format_reward in rewards.names else next(
+            (f.__name__ for f in rewards.funcs if getattr(f, "reward_kind", None) == "format"), None)
+        return cls(run_dir, on_alarm=on_alarm, format_reward=fmt, correctness_reward=rewards.correctness,
+                   reward_max=rewards.max_total, **options)
+
     # ----------------------------------------------------------------- callback
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -139,3 +139,12 @@ def test_for_recipe_takes_the_recipe_reward_names():
     names = (monitor.format_reward, monitor.correctness_reward, monitor.reward_max)
     assert names == ("answer_tags", "sum_correct", 3.0)
     assert monitor.on_alarm == "stop" and monitor.window == 3
+
+
+def test_for_prepared_uses_the_runs_configured_rewards(tiny_model_dir):
+    from grpo_fast.train import prepare, resolve_config
+
+    prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
+    monitor = HealthMonitor.for_prepared(None, prep, window=3)
+    assert (monitor.format_reward, monitor.correctness_reward) == ("answer_tags", "sum_correct")
+    assert monitor.reward_max == prep.rewards.max_total and monitor.window == 3
