@@ -251,6 +251,18 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     else:
         parts.append('<p class="muted">None: no health alarm was raised (see docs/health.md).</p>')
 
+    failures = rundir.read_jsonl(run_dir / "reward_failures.jsonl")
+    if failures:
+        counts: dict[str, int] = {}
+        for f in failures:
+            counts[str(f.get("reward"))] = counts.get(str(f.get("reward")), 0) + 1
+        parts.append(f"<h2>Reward failures ({len(failures)})</h2><p>"
+                     + ", ".join(f"{_e(k)}: {v}" for k, v in counts.items())
+                     + " samples scored None because the reward raised or returned NaN (last 5 below).</p>")
+        parts.append(_table(["step", "reward", "error", "completion"], [
+            [_e(f.get("step")), _e(f.get("reward")), _e(f.get("error")), f"<pre>{_e(f.get('completion'))}</pre>"]
+            for f in failures[-5:]]))
+
     parts.append("<h2>Before / after evaluation</h2>" + _eval_section(evaluation))
 
     shown = samples[-max_samples:]

@@ -54,6 +54,11 @@ def test_report_of_a_finished_run(tmp_path):
     assert "Health events (1)" in page and "raise max_completion_length" in page
     assert "<td>accuracy</td><td>0.250</td><td>0.750</td>" in page and "+0.500" in page
     assert "answer_tags: 1.000" in page
+    assert "Reward failures" not in page
+    rundir.append_jsonl(run / "reward_failures.jsonl", {"step": 4, "reward": "sum_correct", "error": "ValueError: x",
+                                                        "completion": EVIL})
+    page = write_report(run).read_text()
+    assert "Reward failures (1)" in page and "sum_correct: 1 samples" in page and "<answer>" not in page
 
 
 def test_everything_from_the_run_is_escaped(tmp_path):
