@@ -12,6 +12,7 @@ import html
 import io
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,7 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = [m for m in metrics if "step" in m]
     keys = [k for k in spec.keys if any(isinstance(m.get(k), (int, float)) for m in rows)]
@@ -104,6 +106,7 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) ->
                        label="health event" if i == 0 else None)
     ax.set_title(spec.title, fontsize=11)
     ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(spec.ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best", title=f"thick: smoothed (EMA {EMA_ALPHA}); faint: raw", title_fontsize=7)
@@ -130,8 +133,13 @@ def _write_bytes(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------- HTML
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """HTML-escaped text; control characters (random models emit NUL) shown as \\xNN, never raw."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+    return html.escape(text, quote=True)
 
 
 def _num(value: Any) -> str:

@@ -68,6 +68,9 @@ def test_everything_from_the_run_is_escaped(tmp_path):
     page = write_report(run).read_text()
     assert "<script>" not in page and "<answer>" not in page and "70% cut <b>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;answer&gt;7&lt;/answer&gt;" in page
+    rundir.append_jsonl(run / "samples.jsonl", {"step": 6, "prompt": "p", "completion": "a\x00b\x10c\nd"})
+    page = write_report(run).read_text()
+    assert "\x00" not in page and "a\\x00b\\x10c\nd" in page  # control characters shown, never raw
 
 
 def test_unfinished_run_without_kl_or_eval(tmp_path):
