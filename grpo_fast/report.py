@@ -95,9 +95,11 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) ->
     for key in keys:
         values = [m.get(key) if isinstance(m.get(key), (int, float)) else None for m in rows]
         raw = [float("nan") if v is None else v for v in values]
-        (line,) = ax.plot(steps, raw, alpha=0.3, linewidth=1, marker="." if len(steps) < 30 else None)
+        total = key == "reward" and len(keys) > 1  # black and wider, so it shows even under an equal part
+        (line,) = ax.plot(steps, raw, alpha=0.3, linewidth=1, marker="." if len(steps) < 30 else None,
+                          **({"color": "black"} if total else {}))
         ax.plot(steps, [float("nan") if v is None else v for v in smooth(values)], color=line.get_color(),
-                linewidth=2.2, label=f"{_label(key)}")
+                linewidth=4 if total else 2.2, label=f"{_label(key)}", zorder=1 if total else 2)
     if spec.threshold is not None:
         ax.axhline(spec.threshold, color="#c0392b", linestyle="--", linewidth=1, label=spec.threshold_label)
     if spec.name == "rewards":
