@@ -121,7 +121,18 @@ def _reward_lines(info: RunInfo) -> list[str]:
 
 
 def _eval_table(data: Any) -> list[str]:
-    """eval.json as a before/after table: ``{"before": {metric: v}, "after": {...}}`` or a list of rows."""
+    """eval.json as a before/after table: grpo_fast.evaluate's ``comparison`` rows, ``before``/``after`` maps,
+    or any list of rows."""
+    if isinstance(data, dict) and isinstance(data.get("comparison"), list):
+        lines = ["| metric | base model | trained | delta |", "|---|---|---|---|"]
+        for row in data["comparison"]:
+            delta = row.get("delta")
+            lines.append(f"| {row.get('metric')} | {_fmt(row.get('base'))} | {_fmt(row.get('trained'))} | "
+                         + (f"{delta:+.3g}" if isinstance(delta, (int, float)) else _fmt(delta)) + " |")
+        settings = data.get("settings") or {}
+        if settings:
+            lines += ["", "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items())]
+        return lines
     if isinstance(data, dict) and isinstance(data.get("before"), dict) and isinstance(data.get("after"), dict):
         before, after = data["before"], data["after"]
         lines = ["| metric | before | after |", "|---|---|---|"]

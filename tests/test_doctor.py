@@ -81,3 +81,30 @@ def test_real_doctor_command():
     assert rows["trl"]["value"] and rows["code sandbox"]["value"] and "GiB free" in rows["cache"]["note"]
     table = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "grpo-fast doctor" in table.stdout and table.returncode == proc.returncode
+
+
+def test_gpu_benchmark_exits_cleanly_without_cuda():
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gpu.py"
+    proc = subprocess.run([sys.executable, str(bench), "--steps", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "no CUDA: nothing to measure" in proc.stdout
+
+
+def test_gpu_benchmark_random_model_has_the_real_architecture():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert [c["name"] for c in bench.configurations()][0] == "transformers"
+    table = bench.table([{"name": "transformers", "step_s": 2.0, "gen_tok_s": 512, "peak_gb": 4.0},
+                         {"name": "unsloth", "step_s": 1.0, "gen_tok_s": 1024, "peak_gb": 2.0}])
+    assert "2.00      0.50" in table  # twice as fast, half the memory
+    from tiny import tiny_tokenizer
+
+    cfg = bench.random_model_config(tiny_tokenizer())
+    assert cfg.model_type == "qwen2" and cfg.num_hidden_layers == 24 and cfg.hidden_size == 896
+    assert cfg.eos_token_id == tiny_tokenizer().eos_token_id

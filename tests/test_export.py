@@ -68,8 +68,9 @@ def test_merged_export_generates_what_base_plus_adapter_generates(run_dir, tmp_p
 
 
 def test_model_card_names_base_recipe_rewards_hyperparameters_versions(run_dir, tmp_path):
-    (run_dir / "eval.json").write_text(json.dumps({"before": {"accuracy": 0.1, "format": 0.25},
-                                                   "after": {"accuracy": 0.5, "format": 0.9}}))
+    (run_dir / "eval.json").write_text(json.dumps({  # the shape grpo_fast.evaluate writes
+        "comparison": [{"metric": "accuracy", "base": 0.1, "trained": 0.5, "delta": 0.4}],
+        "settings": {"rows": 16, "max_new_tokens": 24}}))
     try:
         out = export.export_run(run_dir, "adapter", out=tmp_path / "adapter")
     finally:
@@ -81,7 +82,7 @@ def test_model_card_names_base_recipe_rewards_hyperparameters_versions(run_dir, 
     assert "recipe `demo`" in card
     assert "`answer_tags` (weight 1)" in card and "`sum_correct` (weight 1)" in card
     assert "| max_steps | 2 |" in card and "| learning_rate | 0.05 |" in card
-    assert "| accuracy | 0.1 | 0.5 |" in card
+    assert "| accuracy | 0.1 | 0.5 | +0.4 |" in card and "rows=16" in card
     assert f"| trl | {json.loads((run_dir / 'versions.json').read_text())['trl']} |" in card
 
 

