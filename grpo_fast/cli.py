@@ -13,13 +13,18 @@ from grpo_fast.errors import UserError
 def _train(args: argparse.Namespace) -> int:
     from grpo_fast.train import prepare, resolve_config, train
 
-    cfg = resolve_config(args.target, args.overrides)
+    target = args.target
+    if args.resume and not target:
+        from grpo_fast.rundir import resume_point
+
+        target = str(resume_point(args.resume)[0] / "config.yaml")
+    cfg = resolve_config(target, args.overrides)
     if args.dry_run:
         prep = prepare(cfg, force=args.force)
         print("\n".join(prep.report))
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
-    result = train(cfg, force=args.force)
+    result = train(cfg, force=args.force, resume=args.resume)
     print(result.text())
     return 0
 
@@ -74,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="key=value overrides of any config or GRPOConfig key")
     train.add_argument("--dry-run", action="store_true", help="check config, data, rewards and memory; load no weights")
     train.add_argument("--force", action="store_true", help="train even if the reward gold self-test fails")
+    train.add_argument("--resume", metavar="RUN_DIR|CHECKPOINT",
+                       help="continue a run from its newest complete checkpoint (or the one named)")
     train.set_defaults(func=_train)
 
     plan = sub.add_parser("plan", help="estimate peak GPU memory and propose settings per card size")

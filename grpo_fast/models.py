@@ -192,7 +192,10 @@ def _hub_error(model_path: str, err: Exception) -> UserError:
 
 def load_model(cfg: Any) -> LoadedModel:
     """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``."""
+    from transformers import set_seed
+
     backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=cfg.grpo.get("use_vllm", False))
+    set_seed(cfg.seed)  # LoRA's initial weights come from the global RNG: same seed, same adapter
     log.info("backend: %s (%s)", backend.name, backend.reason)
     model_path = resolve_model_path(cfg.model)
     if backend.name == "unsloth":

@@ -55,6 +55,10 @@ def write_yaml(path: Path, data: Any) -> None:
     atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
+def read_yaml(path: Path) -> dict:
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+
+
 def append_jsonl(path: Path, record: dict) -> None:
     """One complete line per call; a reader skips a torn last line (see ``read_jsonl``)."""
     with path.open("a", encoding="utf-8") as handle:
@@ -121,3 +125,61 @@ def _smooth(values: list[float | None], alpha: float = 0.3) -> list[float | None
             ema = v if ema is None else alpha * v + (1 - alpha) * ema
         out.append(ema)
     return out
+
+
+# --------------------------------------------------------------------------- checkpoints and resume
+
+CHECKPOINTS = "checkpoints"
+STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "health.jsonl")
+
+
+def is_main_process() -> bool:
+    """Rank 0 writes the run directory; other ranks (torchrun/accelerate) only train."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _complete(checkpoint: Path) -> bool:
+    """A checkpoint is usable once trainer_state.json, written last by the Trainer, parses."""
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    step = int(checkpoint.name.rsplit("-", 1)[1])
+    return state.get("global_step") == step and (checkpoint / "rng_state.pth").exists()
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    found = [p for p in (Path(run_dir) / CHECKPOINTS).glob("checkpoint-*") if p.name.rsplit("-", 1)[1].isdigit()]
+    return sorted((p for p in found if _complete(p)), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+
+
+def resume_point(path: str | Path) -> tuple[Path, Path]:
+    """(run dir, checkpoint) for ``--resume``: a run dir (newest complete checkpoint) or one checkpoint."""
+    path = Path(path)
+    if path.name.startswith("checkpoint-") and path.parent.name == CHECKPOINTS:
+        if not _complete(path):
+            raise UserError(f"{path} is not a complete checkpoint", str(path),
+                            "resume from the run directory to take its newest complete checkpoint")
+        return path.parent.parent, path
+    if not (path / "config.yaml").exists():
+        raise UserError(f"{path} is not a grpo_fast run directory (no config.yaml)", "--resume",
+                        "pass a run directory such as runs/demo-20261202-101500, or one of its checkpoints")
+    found = checkpoints(path)
+    if not found:
+        raise UserError(f"{path} has no complete checkpoint to resume from", f"{path}/{CHECKPOINTS}",
+                        "checkpoints are written every save_steps steps; start a new run instead")
+    return path, found[-1]
+
+
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.rsplit("-", 1)[1])
+
+
+def truncate_step_logs(run_dir: Path, step: int) -> None:
+    """Drop log lines past the checkpoint, so a resumed run has no duplicate or orphan steps."""
+    for name in STEP_LOGS:
+        path = Path(run_dir) / name
+        if path.exists():
+            kept = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
+            atomic_write(path, "".join(json.dumps(r, default=str) + "\n" for r in kept))

@@ -292,36 +292,78 @@ def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, 
     )
 
 
-def train(cfg: RunConfig, force: bool = False) -> RunResult:
-    """Check, load, train, write artifacts. The run directory is created only after every check passed."""
+# Keys a checkpoint depends on: resuming with another value would train a different model.
+RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_modules", "num_generations",
+               "per_device_train_batch_size", "gradient_accumulation_steps", "seed")
+
+
+def check_resumable(cfg: RunConfig, run_dir: Path) -> None:
+    """Refuse a checkpoint whose run used another model or training shape."""
+    saved = rundir.read_yaml(run_dir / "config.yaml")
+    now = cfg.to_dict()
+    diffs = [f"{k}: checkpoint {saved.get(k)!r}, now {now.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != now.get(k)]
+    if diffs:
+        raise UserError("the checkpoint comes from a run with another model or config:\n  " + "\n  ".join(diffs),
+                        str(run_dir / "config.yaml"), "resume with that run's config, or start a new run")
+
+
+def open_run_dir(cfg: RunConfig, resume: str | None) -> tuple[Path, Path | None]:
+    """A new run directory, or the one being resumed with its newest (or named) checkpoint."""
+    if resume is None:
+        run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
+        rundir.write_yaml(run_dir / "config.yaml", cfg.to_dict())
+        rundir.write_json(run_dir / "versions.json", rundir.versions())
+        return run_dir, None
+    run_dir, checkpoint = rundir.resume_point(resume)
+    check_resumable(cfg, run_dir)
+    if rundir.is_main_process():
+        rundir.truncate_step_logs(run_dir, rundir.step_of(checkpoint))
+        (run_dir / rundir.SUMMARY).unlink(missing_ok=True)
+    print(f"resuming {run_dir} from {checkpoint.name}", flush=True)
+    return run_dir, checkpoint
+
+
+def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> RunResult:
+    """Check, load, train, write artifacts. The run directory is created only after every check passed.
+
+    ``resume``: a run directory (its newest complete checkpoint) or a checkpoint folder; the optimizer,
+    scheduler, RNG and data position come back with it (Trainer's resume_from_checkpoint).
+    """
     from grpo_fast.callbacks import RunLogger
 
+    main = rundir.is_main_process()
+    if resume is not None:
+        cfg.run_dir = str(rundir.resume_point(resume)[0])
     prep = prepare(cfg, force=force)
-    for line in prep.report:
-        print(line, flush=True)
+    if main:
+        print("\n".join(prep.report), flush=True)
     loaded = models.load_model(cfg)
-    run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
-    rundir.write_yaml(run_dir / "config.yaml", cfg.to_dict())
-    rundir.write_json(run_dir / "versions.json", rundir.versions())
+    run_dir, checkpoint = open_run_dir(cfg, resume)
     logger = RunLogger(run_dir, cfg.sample_every)
-    trainer = build_trainer(prep, loaded, run_dir / "checkpoints", callbacks=[logger])
+    trainer = build_trainer(prep, loaded, run_dir / rundir.CHECKPOINTS, callbacks=[logger])
     logger.attach(trainer)
     start = time.time()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     wall = time.time() - start
-    adapter = run_dir / "adapter"
-    trainer.save_model(str(run_dir / ".adapter.tmp"))
-    (run_dir / ".adapter.tmp").replace(adapter)
-    loaded.tokenizer.save_pretrained(str(adapter))
-    metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
-    rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
-    rewards = [m["reward"] for m in metrics if m.get("reward") is not None and not math.isnan(m["reward"])]
     steps = trainer.state.global_step
+    trainer.save_model(str(run_dir / ".adapter.tmp"))
+    metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
+    rewards = [m["reward"] for m in metrics if m.get("reward") is not None and not math.isnan(m["reward"])]
+    done = steps - (rundir.step_of(checkpoint) if checkpoint else 0)
     result = RunResult(
         run_dir=run_dir, steps=steps,
         reward_first=sum(rewards[:5]) / max(1, len(rewards[:5])),
         reward_last=sum(rewards[-5:]) / max(1, len(rewards[-5:])),
-        reward_max=prep.rewards.max_total, wall_s=wall, s_per_step=wall / max(1, steps), backend=loaded.backend.name,
+        reward_max=prep.rewards.max_total, wall_s=wall, s_per_step=wall / max(1, done), backend=loaded.backend.name,
     )
-    rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir)})
+    if main:
+        adapter = run_dir / "adapter"
+        if adapter.exists():
+            import shutil
+
+            shutil.rmtree(adapter)
+        (run_dir / ".adapter.tmp").replace(adapter)
+        loaded.tokenizer.save_pretrained(str(adapter))
+        rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
+        rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir)})
     return result
