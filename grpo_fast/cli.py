@@ -69,6 +69,20 @@ def _rewards_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from grpo_fast.evaluate import evaluate_run, format_table
+
+    print(format_table(evaluate_run(args.run_dir, k=args.k)["comparison"]))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from grpo_fast.report import write_report
+
+    print(write_report(args.run_dir))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-fast", description="Unsloth-first GRPO fine-tuning on TRL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
@@ -89,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--card-gb", type=float, default=None, help="plan for this card only (GB)")
     plan.set_defaults(func=_plan)
 
+    evaluate = sub.add_parser("eval", help="base vs trained on the run's held-out rows (writes eval.json)")
+    evaluate.add_argument("run_dir")
+    evaluate.add_argument("--k", type=int, default=4, help="k of pass@k")
+    evaluate.set_defaults(func=_eval)
+
+    report = sub.add_parser("report", help="write the run's self-contained report.html")
+    report.add_argument("run_dir")
+    report.set_defaults(func=_report)
+
     rewards = sub.add_parser("rewards", help="reward tools")
     rewards_sub = rewards.add_subparsers(dest="rewards_command", required=True)
     check = rewards_sub.add_parser("check", help="gold self-test and reward-hacking probes; exit 1 on failure")
@@ -97,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--threshold", type=float, default=0.5, help="flag probes above this share of the maximum")
     check.add_argument("--rows", type=int, default=8, help="dataset rows to build gold completions and probes from")
     check.set_defaults(func=_rewards_check)
+
+    from grpo_fast import doctor, export, infer
+
+    for module in (export, infer, doctor):
+        module.add_parser(sub)
     return parser
 
 

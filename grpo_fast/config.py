@@ -72,6 +72,16 @@ class RunConfig:
     """Where artifacts go; None means runs/<recipe>-<timestamp>."""
     sample_every: int = 5
     """Save sample completions with their rewards every this many steps."""
+    health: bool = True
+    """Watch reward_std, KL, plateaus, NaNs, reward hacking, clipping and entropy; warn with a remedy."""
+    on_alarm: str = "warn"
+    """warn | stop: on a health alarm, only warn, or stop cleanly with a checkpoint."""
+    max_reward_failure_rate: float = 0.1
+    """Share of samples a reward may fail on (exception/NaN, scored as not applicable) before the run stops."""
+    evaluate: bool = True
+    """At the end, evaluate base vs trained on the held-out rows (eval.json) and write report.html."""
+    eval_k: int = 4
+    """k of pass@k in the evaluation."""
     grpo: dict[str, Any] = field(default_factory=dict)
     """GRPOConfig fields passed through to TRL unchanged (written flat in YAML)."""
     source: dict[str, str] = field(default_factory=dict, repr=False)
@@ -241,5 +251,8 @@ def validate(cfg: RunConfig) -> None:
     if cfg.profile not in ("auto", "cpu", "memory", "performance"):
         raise UserError(f"unknown profile {cfg.profile!r}", cfg.where("profile"),
                         "use auto, cpu, memory or performance")
+    if cfg.on_alarm not in ("warn", "stop"):
+        raise UserError(f"on_alarm must be warn or stop, not {cfg.on_alarm!r}", cfg.where("on_alarm"),
+                        "use on_alarm: warn (default) or on_alarm: stop")
     if cfg.sample_every < 1:
         raise UserError("sample_every must be at least 1", cfg.where("sample_every"), "use e.g. 5")

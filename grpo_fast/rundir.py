@@ -130,7 +130,7 @@ def _smooth(values: list[float | None], alpha: float = 0.3) -> list[float | None
 # --------------------------------------------------------------------------- checkpoints and resume
 
 CHECKPOINTS = "checkpoints"
-STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "health.jsonl")
+STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "health.jsonl", "reward_failures.jsonl")
 
 
 def is_main_process() -> bool:

@@ -283,11 +283,14 @@ def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_fast.rewards.guard import guard_rewards
+
     cfg = prep.cfg
     grpo = {**cfg.grpo, "reward_weights": prep.rewards.weights}
     args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
+    funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate, log_dir=output_dir.parent)
     return GRPOTrainer(
-        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=list(prep.rewards.funcs), args=args,
+        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
         train_dataset=Dataset.from_list(prep.train_rows), callbacks=callbacks,
     )
 
@@ -330,6 +333,8 @@ def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> Run
     scheduler, RNG and data position come back with it (Trainer's resume_from_checkpoint).
     """
     from grpo_fast.callbacks import RunLogger
+    from grpo_fast.health import HealthMonitor
+    from grpo_fast.rewards.guard import RewardFailure
 
     main = rundir.is_main_process()
     if resume is not None:
@@ -340,11 +345,19 @@ def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> Run
     loaded = models.load_model(cfg)
     run_dir, checkpoint = open_run_dir(cfg, resume)
     logger = RunLogger(run_dir, cfg.sample_every)
-    trainer = build_trainer(prep, loaded, run_dir / rundir.CHECKPOINTS, callbacks=[logger])
+    monitor = HealthMonitor.for_prepared(run_dir, prep, on_alarm=cfg.on_alarm) if cfg.health else None
+    callbacks = [logger] + ([monitor] if monitor else [])
+    trainer = build_trainer(prep, loaded, run_dir / rundir.CHECKPOINTS, callbacks=callbacks)
     logger.attach(trainer)
     start = time.time()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except RewardFailure:
+        trainer._save_checkpoint(trainer.model, None)  # keep the work done; --resume after fixing the reward
+        raise
     wall = time.time() - start
+    if monitor and monitor.stopped_by:
+        print(monitor.stopped_by.text(), flush=True)
     steps = trainer.state.global_step
     trainer.save_model(str(run_dir / ".adapter.tmp"))
     metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
@@ -365,5 +378,18 @@ def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> Run
         (run_dir / ".adapter.tmp").replace(adapter)
         loaded.tokenizer.save_pretrained(str(adapter))
         rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
-        rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir)})
+        health = monitor.summary() if monitor else None
+        rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir), "health": health})
+        if cfg.evaluate:
+            finish_with_evaluation(run_dir, cfg)
     return result
+
+
+def finish_with_evaluation(run_dir: Path, cfg: RunConfig) -> None:
+    """Base vs trained on the held-out rows (eval.json), then report.html; printed as a small table."""
+    from grpo_fast.evaluate import evaluate_run, format_table
+    from grpo_fast.report import write_report
+
+    evaluation = evaluate_run(run_dir, k=cfg.eval_k)
+    print("held-out evaluation, base vs trained:\n" + format_table(evaluation["comparison"]), flush=True)
+    print(f"report: {write_report(run_dir)}", flush=True)
