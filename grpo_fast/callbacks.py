@@ -18,8 +18,11 @@ class RunLogger(TrainerCallback):
     Replaces transformers' ProgressCallback/PrinterCallback, whose dict dumps drown the progress bar.
     """
 
-    def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4):
+    def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
+                 stage: str | None = None):
         self.run_dir = Path(run_dir)
+        self.step_offset = step_offset
+        self.stage = stage
         self.sample_every = sample_every
         self.n_samples = n_samples
         self.trainer: Any = None
@@ -47,14 +50,18 @@ class RunLogger(TrainerCallback):
             self.bar.close()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs or "reward" not in logs:
+        if not state.is_world_process_zero or not logs or not ("reward" in logs or "loss" in logs):
             return
-        record = {"step": state.global_step, **{k: _clean(v) for k, v in logs.items()}}
+        if "train_runtime" in logs:
+            return  # the end-of-training summary, not a step
+        step = self.step_offset + state.global_step
+        record = {"step": step, **({"stage": self.stage} if self.stage else {}),
+                  **{k: _clean(v) for k, v in logs.items()}}
         rundir.append_jsonl(self.run_dir / "metrics.jsonl", record)
-        if self.bar is not None:
+        if self.bar is not None and "reward" in logs:
             self.bar.set_postfix(reward=f"{logs['reward']:.2f}", std=f"{logs.get('reward_std', 0):.2f}")
         if state.global_step % self.sample_every == 0 or state.global_step == 1:
-            for sample in self.samples(state.global_step):
+            for sample in self.samples(step):
                 rundir.append_jsonl(self.run_dir / "samples.jsonl", sample)
 
     def samples(self, step: int) -> list[dict]:
@@ -76,3 +83,29 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
+
+
+class AdaptiveWeights(TrainerCallback):
+    """Adaptive reward scaling wired into TRL: after each step, the last batch's per-reward scores update
+    each reward's running success rate, and the trainer's ``reward_weights`` follow (bounded). TRL keeps
+    logging every reward separately; the weights are logged as ``adaptive/<reward>``.
+    """
+
+    def __init__(self, scaler: Any):
+        self.scaler = scaler
+        self.trainer: Any = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        import torch
+
+        logs = getattr(self.trainer, "_logs", None)
+        if not logs:
+            return
+        columns = [[_clean(v) for v in logs["rewards"].get(name, [])] for name in self.scaler.names]
+        self.scaler.observe(columns)
+        weights = [self.scaler.weights[name] for name in self.scaler.names]
+        self.trainer.reward_weights = torch.tensor(weights, dtype=self.trainer.reward_weights.dtype)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is not None and "reward" in logs:
+            logs.update({f"adaptive/{name}": w for name, w in self.scaler.weights.items()})

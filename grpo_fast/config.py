@@ -82,6 +82,15 @@ class RunConfig:
     """At the end, evaluate base vs trained on the held-out rows (eval.json) and write report.html."""
     eval_k: int = 4
     """k of pass@k in the evaluation."""
+    adaptive_rewards: bool = False
+    """Move reward weights with each reward's running success rate (bounded by adaptive_bounds), logged."""
+    adaptive_bounds: list[float] = field(default_factory=lambda: [0.1, 3.0])
+    """[min, max] for adaptive reward weights."""
+    difficulty_filter: int = 0
+    """k > 0: sample k completions per prompt with the base model first; drop prompts always or never solved."""
+    stages: list[dict] | None = None
+    """Stages run in order on one adapter, each a map of overrides (rewards, max_steps, learning_rate, ...);
+    `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""
     grpo: dict[str, Any] = field(default_factory=dict)
     """GRPOConfig fields passed through to TRL unchanged (written flat in YAML)."""
     source: dict[str, str] = field(default_factory=dict, repr=False)

@@ -18,6 +18,7 @@ from grpo_fast import data, models, rundir
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe, get_recipe
+from grpo_fast.stages import Stage
 
 log = logging.getLogger("grpo_fast.train")
 
@@ -326,48 +327,115 @@ def open_run_dir(cfg: RunConfig, resume: str | None) -> tuple[Path, Path | None]
     return run_dir, checkpoint
 
 
-def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> RunResult:
-    """Check, load, train, write artifacts. The run directory is created only after every check passed.
+def difficulty_filter(prep: Prepared, loaded: models.LoadedModel, k: int) -> None:
+    """Sample k completions per prompt with the base model; drop prompts solved always or never (no signal)."""
+    from grpo_fast.evaluate import _score, generate
 
-    ``resume``: a run directory (its newest complete checkpoint) or a checkpoint folder; the optimizer,
-    scheduler, RNG and data position come back with it (Trainer's resume_from_checkpoint).
-    """
-    from grpo_fast.callbacks import RunLogger
+    rows = prep.train_rows
+    fn = prep.rewards.funcs[prep.rewards.names.index(prep.rewards.correctness)]
+    groups = generate(loaded.model, loaded.tokenizer, [r["prompt"] for r in rows], n=k, greedy=False,
+                      max_new_tokens=prep.cfg.grpo.get("max_completion_length", 256),
+                      temperature=prep.cfg.grpo.get("temperature", 1.0))
+    kept, always, never = [], 0, 0
+    for row, group in zip(rows, groups):
+        scores = _score(fn, [row] * k, [text for text, _ in group])
+        solved = sum(1 for x in scores if x is not None and x >= prep.rewards.correctness_max - 1e-9)
+        always += solved == k
+        never += solved == 0
+        if 0 < solved < k:
+            kept.append(row)
+    line = (f"difficulty filter (k={k}): kept {len(kept)} of {len(rows)} prompts; "
+            f"{always} always solved, {never} never solved")
+    print(line, flush=True)
+    if not kept:
+        raise UserError(line + ": nothing left to learn from", prep.cfg.where("difficulty_filter"),
+                        "set difficulty_filter: 0, or use an easier/harder dataset or a larger k")
+    prep.train_rows = kept
+    prep.report.append(line)
+
+
+def run_stage(stage: Stage, prep: Prepared, loaded: models.LoadedModel, run_dir: Path, offset: int,
+              checkpoint: Path | None, staged: bool) -> tuple[int, Any]:
+    """Train one stage on the shared model; return the steps it took and its health monitor."""
+    from grpo_fast.callbacks import AdaptiveWeights, RunLogger
     from grpo_fast.health import HealthMonitor
+    from grpo_fast.rewards.combine import AdaptiveRewardScaler
     from grpo_fast.rewards.guard import RewardFailure
 
-    main = rundir.is_main_process()
-    if resume is not None:
-        cfg.run_dir = str(rundir.resume_point(resume)[0])
-    prep = prepare(cfg, force=force)
-    if main:
-        print("\n".join(prep.report), flush=True)
-    loaded = models.load_model(cfg)
-    run_dir, checkpoint = open_run_dir(cfg, resume)
-    logger = RunLogger(run_dir, cfg.sample_every)
+    cfg = stage.cfg
+    out = run_dir / ("stages" if staged else "") / (stage.name if staged else "") / rundir.CHECKPOINTS
+    logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None)
+    if stage.sft:
+        from grpo_fast.stages import sft_warmup
+
+        return sft_warmup(prep, loaded, out, [logger]), None
     monitor = HealthMonitor.for_prepared(run_dir, prep, on_alarm=cfg.on_alarm) if cfg.health else None
-    callbacks = [logger] + ([monitor] if monitor else [])
-    trainer = build_trainer(prep, loaded, run_dir / rundir.CHECKPOINTS, callbacks=callbacks)
+    adaptive = None
+    if cfg.adaptive_rewards:
+        low, high = cfg.adaptive_bounds
+        scaler = AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low, w_max=high)
+        adaptive = AdaptiveWeights(scaler)
+    callbacks = [c for c in (adaptive, logger, monitor) if c is not None]
+    trainer = build_trainer(prep, loaded, out, callbacks=callbacks)
     logger.attach(trainer)
-    start = time.time()
+    if adaptive:
+        adaptive.trainer = trainer
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except RewardFailure:
         trainer._save_checkpoint(trainer.model, None)  # keep the work done; --resume after fixing the reward
         raise
-    wall = time.time() - start
     if monitor and monitor.stopped_by:
         print(monitor.stopped_by.text(), flush=True)
-    steps = trainer.state.global_step
-    trainer.save_model(str(run_dir / ".adapter.tmp"))
-    metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
-    rewards = [m["reward"] for m in metrics if m.get("reward") is not None and not math.isnan(m["reward"])]
+    return trainer.state.global_step, monitor
+
+
+def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> RunResult:
+    """Check every stage, load, train, write artifacts. The run directory is created only after all checks.
+
+    ``resume``: a run directory (its newest complete checkpoint) or a checkpoint folder; the optimizer,
+    scheduler, RNG and data position come back with it (Trainer's resume_from_checkpoint).
+    """
+    from grpo_fast.stages import stage_configs
+
+    main = rundir.is_main_process()
+    stages = stage_configs(cfg)
+    staged = cfg.stages is not None
+    if resume is not None:
+        if staged:
+            raise UserError("--resume of a multi-stage run is not supported yet", cfg.where("stages"),
+                            "run the remaining stages as a new run from the exported adapter")
+        cfg.run_dir = str(rundir.resume_point(resume)[0])
+    preps = [prepare(stage.cfg, force=force) for stage in stages]  # every stage checked before any weights
+    if main:
+        print("\n".join(preps[0].report), flush=True)
+    loaded = models.load_model(cfg)
+    if cfg.difficulty_filter:
+        difficulty_filter(preps[0], loaded, cfg.difficulty_filter)
+        for prep in preps[1:]:
+            prep.train_rows = preps[0].train_rows
+    run_dir, checkpoint = open_run_dir(cfg, resume)
+    start, steps, monitors = time.time(), 0, []
+    for stage, prep in zip(stages, preps):
+        if staged and main:
+            print(f"stage {stage.name}: {'SFT warm-up' if stage.sft else 'GRPO'}", flush=True)
+        taken, monitor = run_stage(stage, prep, loaded, run_dir, steps, checkpoint, staged)
+        steps += taken
+        monitors.append(monitor)
+        if monitor and monitor.stopped_by and cfg.on_alarm == "stop":
+            break
+    wall = time.time() - start
+    if main:
+        loaded.model.save_pretrained(str(run_dir / ".adapter.tmp"))
+    metrics = [m for m in rundir.read_jsonl(run_dir / "metrics.jsonl") if m.get("reward") is not None]
+    rewards = [m["reward"] for m in metrics if not math.isnan(m["reward"])]
     done = steps - (rundir.step_of(checkpoint) if checkpoint else 0)
     result = RunResult(
         run_dir=run_dir, steps=steps,
         reward_first=sum(rewards[:5]) / max(1, len(rewards[:5])),
         reward_last=sum(rewards[-5:]) / max(1, len(rewards[-5:])),
-        reward_max=prep.rewards.max_total, wall_s=wall, s_per_step=wall / max(1, done), backend=loaded.backend.name,
+        reward_max=preps[-1].rewards.max_total, wall_s=wall, s_per_step=wall / max(1, done),
+        backend=loaded.backend.name,
     )
     if main:
         adapter = run_dir / "adapter"
@@ -378,7 +446,7 @@ def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> Run
         (run_dir / ".adapter.tmp").replace(adapter)
         loaded.tokenizer.save_pretrained(str(adapter))
         rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
-        health = monitor.summary() if monitor else None
+        health = [m.summary() for m in monitors if m]
         rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir), "health": health})
         if cfg.evaluate:
             finish_with_evaluation(run_dir, cfg)

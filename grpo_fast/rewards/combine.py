@@ -134,7 +134,8 @@ class AdaptiveRewardScaler:
     def weights(self) -> dict[str, float]:
         return dict(zip(self.names, self._weights))
 
-    def _update(self, columns: list[list[float | None]]) -> None:
+    def observe(self, columns: list[list[float | None]]) -> None:
+        """Fold one batch of per-reward scores into the running success rates and the weights."""
         with self._lock:
             for i, scores in enumerate(columns):
                 valid = [s for s in scores if s is not None and not math.isnan(s)]
@@ -149,7 +150,7 @@ class AdaptiveRewardScaler:
     def __call__(self, prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
         columns = [_score(f, prompts, completions, kwargs) for f in self.funcs]
         weights = list(self._weights)  # score this batch with the weights it was sampled under
-        self._update(columns)
+        self.observe(columns)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             for n, w in self.weights.items():
