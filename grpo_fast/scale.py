@@ -26,8 +26,10 @@ _CPU_THREADS_ENV = "OMP_NUM_THREADS"
 
 
 def is_main_process() -> bool:
-    """True on rank 0, or when not launched by torchrun/accelerate at all."""
-    return int(os.environ.get("RANK", "0")) == 0
+    """True on rank 0, or when not launched by torchrun/accelerate at all (same rule as rundir's)."""
+    from grpo_fast.rundir import is_main_process as rank0
+
+    return rank0()
 
 
 def world_size() -> int:
