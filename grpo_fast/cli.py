@@ -13,6 +13,12 @@ from grpo_fast.errors import UserError
 def _train(args: argparse.Namespace) -> int:
     from grpo_fast.train import prepare, resolve_config, train
 
+    if (args.num_processes or 1) > 1 or args.accelerate_config:
+        from grpo_fast.scale import launch
+
+        rest = ([args.target] if args.target else []) + args.overrides
+        rest += [flag for flag, on in (("--force", args.force), ("--dry-run", args.dry_run)) if on]
+        return launch(rest, args.num_processes or 1, args.accelerate_config)
     target = args.target
     if args.resume and not target:
         from grpo_fast.rundir import resume_point
@@ -25,7 +31,10 @@ def _train(args: argparse.Namespace) -> int:
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
     result = train(cfg, force=args.force, resume=args.resume)
-    print(result.text())
+    from grpo_fast.rundir import is_main_process
+
+    if is_main_process():
+        print(result.text())
     return 0
 
 
@@ -93,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="key=value overrides of any config or GRPOConfig key")
     train.add_argument("--dry-run", action="store_true", help="check config, data, rewards and memory; load no weights")
     train.add_argument("--force", action="store_true", help="train even if the reward gold self-test fails")
+    train.add_argument("--num-processes", type=int, default=None,
+                       help="train on N processes (torchrun; GPUs, or gloo on CPU)")
+    train.add_argument("--accelerate-config", default=None,
+                       help="ddp | zero2 | zero3 | fsdp | a YAML file: launch with accelerate")
     train.add_argument("--resume", metavar="RUN_DIR|CHECKPOINT",
                        help="continue a run from its newest complete checkpoint (or the one named)")
     train.set_defaults(func=_train)

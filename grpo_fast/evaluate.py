@@ -195,11 +195,11 @@ def load_for_eval(run_dir: Path, cfg: Any) -> tuple[Any, Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_fast.models import resolve_model_path
+    from grpo_fast.models import bf16_supported, resolve_model_path
 
     adapter = _check_run_dir(run_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if device == "cuda" else None
+    dtype = (torch.bfloat16 if bf16_supported() else torch.float16) if device == "cuda" else None
     kwargs = {"dtype": dtype} if dtype else {}
     base_path = resolve_model_path(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(str(adapter) if (adapter / "tokenizer_config.json").exists()

@@ -40,6 +40,13 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def bf16_supported() -> bool:
+    """Native bf16 (Ampere and newer); a T4 reports bf16 through slow emulation, so ask the compute capability."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
+
+
 def unsloth_importable() -> bool:
     return importlib.util.find_spec("unsloth") is not None
 
@@ -224,7 +231,7 @@ def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:
             bnb_4bit_use_double_quant=True,
         )
     if cuda_available():
-        kwargs["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        kwargs["dtype"] = torch.bfloat16 if bf16_supported() else torch.float16
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)

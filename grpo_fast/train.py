@@ -60,9 +60,7 @@ def profile_defaults(name: str) -> tuple[str, dict[str, Any]]:
         name = profile_for(card)
     settings = dict(PROFILES[name])
     if card is not None:
-        import torch
-
-        bf16 = torch.cuda.is_bf16_supported()
+        bf16 = models.bf16_supported()
         settings.update({"bf16": bf16, "fp16": not bf16})
     return name, settings
 
