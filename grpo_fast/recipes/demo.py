@@ -51,11 +51,11 @@ def sum_correct(completions: list, answer: list[str], **kwargs: Any) -> list[flo
 
 
 def make_rows(n: int = 200, seed: int = 0) -> list[dict]:
-    """Questions a + b with a, b in 1..9, deterministic for a seed."""
+    """Questions a + b with a, b in 1..20, deterministic for a seed."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
-        a, b = rng.randint(1, 9), rng.randint(1, 9)
+        a, b = rng.randint(1, 20), rng.randint(1, 20)
         rows.append({
             "prompt": [
                 {"role": "system", "content": SYSTEM_PROMPT},
@@ -81,7 +81,6 @@ RECIPE = Recipe(
     defaults={
         "max_steps": 30,
         "learning_rate": 2.0e-4,
-        "lr_scheduler_type": "constant",
         "per_device_train_batch_size": 8,
         "num_generations": 4,
         "max_completion_length": 24,

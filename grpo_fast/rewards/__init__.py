@@ -100,6 +100,12 @@ REWARDS: dict[str, Callable[..., Any]] = {
 }
 
 
+def register_reward(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Make your own reward (or factory, marked ``is_reward_factory``) nameable in configs: ``rewards: [name]``."""
+    REWARDS[name] = fn
+    return fn
+
+
 def is_factory(obj: Any) -> bool:
     return bool(getattr(obj, "is_reward_factory", False))
 
@@ -140,6 +146,7 @@ __all__ = [
     "RewardPreset",
     "RewardFunc",
     "get_reward",
+    "register_reward",
     "get_preset",
     "is_factory",
     "MATH_REASONING_REWARDS",
