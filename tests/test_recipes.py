@@ -72,6 +72,17 @@ def test_reward_max_is_the_sum_of_weighted_maxima(name):
     assert cfg.grpo["max_completion_length"] == (512 if name in ("math", "code") else 256)
 
 
+@pytest.mark.parametrize(("name", "dataset"), [*((n, None) for n in TASKS), ("code", "humaneval")])
+def test_recipe_prompts_resist_the_reward_probes(name, dataset):
+    """`grpo-fast rewards check`: gold earns full marks; an echo of the prompt, tag stuffing etc. earn little."""
+    from grpo_fast.rewards.check import run_check
+
+    recipe = get_recipe(name)
+    rows = recipe.rows(cfg_for(dataset))
+    report = run_check(recipe.reward_funcs(), rows[::7], correctness=recipe.correctness, max_rows=6)
+    assert report.ok, report.table()
+
+
 @pytest.mark.parametrize("name", ("demo", *TASKS))
 def test_shipped_yaml_passes_dry_run(name, capsys):
     from grpo_fast.cli import main
@@ -154,7 +165,7 @@ def test_qa_maps_squad_and_knowledge_base_rows(tmp_path):
     unanswerable = {**squad, "id": "a2", "answers": {"text": [], "answer_start": []}}  # SQuAD v2
     rows = qa.rows(cfg_for(str(write_jsonl(tmp_path / "squad.jsonl", [squad, unanswerable]))))
     assert len(rows) == 1 and rows[0]["answer"] == ["1890"] and rows[0]["source"] == "Valley mill"
-    assert context in rows[0]["prompt"][-1]["content"] and "Source: Valley mill" in rows[0]["prompt"][-1]["content"]
+    assert context in rows[0]["prompt"][-1]["content"] and "Document: Valley mill" in rows[0]["prompt"][-1]["content"]
     kb = tmp_path / "kb.csv"
     kb.write_text('question,answer,source\nWhat is the help desk number?,"extension 4400",it-guide\n'
                   "Who signs leave requests?,your manager,hr-handbook\n", encoding="utf-8")

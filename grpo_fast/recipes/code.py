@@ -36,7 +36,8 @@ def _mbpp(raw: dict) -> dict:
     setup = "\n".join(
         [*(raw.get("test_imports") or []), str(raw.get("test_setup_code") or "")]
     ).strip()
-    user = f"{task}\nYour function must pass tests like this one:\n```python\n{tests[0]}\n```"
+    # The example assert is inline, not fenced: an echo of the prompt must not pass as a code block.
+    user = f"{task}\nYour function must pass tests like this one: {tests[0]}"
     return {"prompt": chat(SYSTEM_PROMPT, user), "tests": list(tests), "test_setup_code": setup, "test": "",
             "entry_point": "", "canonical_solution": text(raw, "code", "solution")}
 
@@ -45,7 +46,9 @@ def _humaneval(raw: dict) -> dict:
     """HumanEval row: complete the stub; the gold is the stub plus the canonical body (a whole program)."""
     stub = str(need(raw, "prompt"))
     body = str(need(raw, "canonical_solution"))
-    user = f"Complete this Python function. Return the whole function.\n```python\n{stub}```"
+    # A ```text fence, not ```python: an echo of the stub must not earn code_block/python_syntax (the rewards
+    # then cannot prepend the stub to a body-only reply, so the prompt asks for the whole function).
+    user = f"Complete this Python function. Return the whole function in a python code block.\n```text\n{stub}```"
     return {"prompt": chat(SYSTEM_PROMPT, user), "tests": [], "test_setup_code": "", "test": str(need(raw, "test")),
             "entry_point": text(raw, "entry_point"), "canonical_solution": stub + body}
 

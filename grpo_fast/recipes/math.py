@@ -18,9 +18,10 @@ from grpo_fast.rewards.check import gold_completion
 
 SYSTEM_PROMPT = (
     "Solve the problem. Think step by step, then give only the final answer.\n"
-    "Respond in exactly this format:\n"
-    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
+    "Respond in this format, with each tag on its own line: <reasoning> ... </reasoning> <answer> ... </answer>"
 )
+# The format is shown on one line with placeholder content on purpose: a reply that echoes the prompt must not
+# earn the format rewards (xml_count counts tags followed by newlines; soft_xml ignores "..." content).
 SAMPLES = ("gsm8k_sample.jsonl", "math_sample.jsonl")
 HINT = "'question' (or 'problem') plus 'answer' (GSM8K '#### n' or a short answer) or 'solution' with \\boxed{}"
 _PLAIN_NUMBER = re.compile(r"-?[\d,]*\.?\d+")

@@ -49,7 +49,8 @@ def map_row(raw: dict) -> dict | None:
                       "add a 'context' column with the passage, or a 'source' column naming the document")
     if answers is None:
         return None
-    parts = [f"Source: {source}" if source else "", f"Context: {context}" if context else "", f"Question: {question}"]
+    # "Document:", not "Source:": the citation reward accepts "source: <name>", so an echoed prompt would cite.
+    parts = [f"Document: {source}" if source else "", f"Context: {context}" if context else "", f"Question: {question}"]
     user = "\n".join(p for p in parts if p)
     return {"prompt": chat(SYSTEM_PROMPT, user), "answer": answers, "context": context, "source": source}
 
