@@ -1,7 +1,7 @@
 """The run configuration: one dataclass, loaded from YAML, validated before anything heavy loads.
 
 Keys are flat, as in axolotl: the kit's own keys (below) sit beside any ``GRPOConfig`` field, which
-passes through to TRL unchanged. Precedence, lowest first: kit defaults, recipe defaults, profile,
+passes through to TRL unchanged. Precedence, lowest first: kit defaults, profile, recipe defaults,
 the YAML file, then ``key=value`` overrides from the command line.
 """
 

@@ -17,12 +17,13 @@ from grpo_fast.errors import UserError
 FILE_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 
-def read_rows(source: str) -> list[dict]:
-    """Rows from a local JSON/JSONL/CSV/Parquet file, else from the hub through ``datasets``."""
+def read_rows(source: str, split: str = "train") -> list[dict]:
+    """Rows from a local JSON/JSONL/CSV/Parquet file, else from the hub (``name`` or ``name:config``)."""
     path = Path(source).expanduser()
     if path.suffix.lower() in FILE_TYPES or path.exists():
         return _read_file(path)
-    return _read_hub(source)
+    name, _, config = source.partition(":")
+    return _read_hub(name, split, config or None)
 
 
 def _read_file(path: Path) -> list[dict]:

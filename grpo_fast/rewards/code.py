@@ -146,6 +146,7 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
     default = timeout == 5.0 and memory_mb == 1024
     reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}"
     reward.__qualname__ = reward.__name__
+    reward.reward_kind, reward.reward_range = "correctness", (0.0, 1.0)
     return reward
 
 
