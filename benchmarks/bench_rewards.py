@@ -75,9 +75,7 @@ def throughput(n: int, code_n: int) -> None:
 
 
 def step_share() -> None:
-    from datasets import Dataset
-    from tiny import tiny_model, tiny_tokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from tiny import tiny_grpo_trainer, tiny_tokenizer
 
     tok = tiny_tokenizer()
     print(
@@ -91,26 +89,7 @@ def step_share() -> None:
     ):
         rows = (SAMPLE_ROWS[preset.kind] * 4)[:4]
         with tempfile.TemporaryDirectory() as tmp:
-            args = GRPOConfig(
-                output_dir=tmp,
-                max_steps=3,
-                per_device_train_batch_size=4,
-                num_generations=4,
-                max_completion_length=8,
-                use_cpu=True,
-                bf16=False,
-                report_to="none",
-                save_strategy="no",
-                logging_steps=1,
-                reward_weights=preset.weights,
-            )
-            trainer = GRPOTrainer(
-                model=tiny_model(tok),
-                processing_class=tok,
-                reward_funcs=preset.funcs,
-                args=args,
-                train_dataset=Dataset.from_list(rows * 3),
-            )
+            trainer = tiny_grpo_trainer(tok, preset.funcs, preset.weights, rows * 3, tmp, max_steps=3)
             trainer.train()
         steps = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][1:]  # skip warm-up
         step = sum(steps) / len(steps)

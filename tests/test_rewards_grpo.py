@@ -11,9 +11,9 @@ import grpo_fast.rewards as R
 from grpo_fast.rewards.check import SAMPLE_ROWS
 
 try:
-    from tests.tiny import tiny_model, tiny_tokenizer
+    from tests.tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from tiny import tiny_model, tiny_tokenizer
+    from tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
 
 pytest.importorskip("trl")
 
@@ -41,30 +41,8 @@ def test_tiny_builders_are_fast(tokenizer):
     ids=lambda p: p.name,
 )
 def test_one_grpo_step(preset, tokenizer, tmp_path):
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
     rows = (SAMPLE_ROWS[preset.kind] * 4)[:4]
-    config = GRPOConfig(
-        output_dir=str(tmp_path),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        reward_weights=preset.weights,
-    )
-    trainer = GRPOTrainer(
-        model=tiny_model(tokenizer),
-        processing_class=tokenizer,
-        reward_funcs=preset.funcs,
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-    )
+    trainer = tiny_grpo_trainer(tokenizer, preset.funcs, preset.weights, rows, tmp_path)
     trainer.train()
     logs = trainer.state.log_history[0]
     for name in preset.names:

@@ -85,3 +85,17 @@ def tiny_model(tokenizer, seed: int = 0):
         eos_token_id=tokenizer.eos_token_id,
     )
     return model
+
+
+def tiny_grpo_trainer(tokenizer, reward_funcs, reward_weights, rows, output_dir, max_steps: int = 1):
+    """TRL's real GRPOTrainer on a fresh tiny model: 4 completions per step, 8 new tokens, CPU."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    config = GRPOConfig(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4, num_generations=4,
+        max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+        logging_steps=1, reward_weights=list(reward_weights),
+    )
+    return GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer, reward_funcs=list(reward_funcs),
+                       args=config, train_dataset=Dataset.from_list(rows))
