@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 import yaml
+from tiny import VARIED_REWARDS
 
 from grpo_fast import export
 from grpo_fast.errors import UserError
@@ -19,7 +20,7 @@ from grpo_fast.train import resolve_config, train
 def run_dir(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("export-run") / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
-                                  "learning_rate=0.05", f"run_dir={out}"])
+                                  "learning_rate=0.05", f"run_dir={out}", VARIED_REWARDS])
     return train(cfg).run_dir
 
 

@@ -8,21 +8,22 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+from tiny import VARIED_REWARDS
 
 from grpo_fast import train as train_mod
 from grpo_fast.errors import UserError
 from grpo_fast.train import prepare, resolve_config, train
 
 
-def _assert_run_dir(run_dir, steps):
+def _assert_run_dir(run_dir, steps, rewards=("answer_tags", "sum_correct")):
     for name in ("config.yaml", "versions.json", "metrics.jsonl", "samples.jsonl", "reward_curve.png",
                  "summary.json", "adapter/adapter_model.safetensors", "adapter/adapter_config.json"):
         assert (run_dir / name).exists(), name
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, steps + 1))
-    assert all("reward" in m and "rewards/answer_tags/mean" in m for m in metrics)
+    assert all("reward" in m and f"rewards/{rewards[0]}/mean" in m for m in metrics)
     sample = json.loads((run_dir / "samples.jsonl").read_text().splitlines()[0])
-    assert set(sample["rewards"]) == {"answer_tags", "sum_correct"} and isinstance(sample["completion"], str)
+    assert set(sample["rewards"]) == set(rewards) and isinstance(sample["completion"], str)
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["max_steps"] == steps and config["seed"] == 42
     assert "trl" in json.loads((run_dir / "versions.json").read_text())
@@ -31,10 +32,10 @@ def _assert_run_dir(run_dir, steps):
 
 def test_tiny_model_trains_and_writes_run_dir(tiny_model_dir, in_tmp):
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
-                                  "learning_rate=0.01"])
+                                  "learning_rate=0.01", VARIED_REWARDS])
     result = train(cfg)
     assert result.steps == 2 and result.run_dir.parent.name == "runs"
-    _assert_run_dir(result.run_dir, 2)
+    _assert_run_dir(result.run_dir, 2, rewards=("ideal_length_4", "numeric_match"))
     weights = load_file(result.run_dir / "adapter" / "adapter_model.safetensors")
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(torch.count_nonzero(v) for v in lora_b)  # lora_B starts at zero: it moved
