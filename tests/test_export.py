@@ -81,7 +81,7 @@ def test_model_card_names_base_recipe_rewards_hyperparameters_versions(run_dir, 
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["library_name"] == "peft" and "grpo" in meta["tags"]
     assert "recipe `demo`" in card
-    assert "`answer_tags` (weight 1)" in card and "`sum_correct` (weight 1)" in card
+    assert "`ideal_length_4` (weight 1)" in card and "`numeric_match` (weight 2)" in card
     assert "| max_steps | 2 |" in card and "| learning_rate | 0.05 |" in card
     assert "| accuracy | 0.1 | 0.5 | +0.4 |" in card and "rows=16" in card
     assert f"| trl | {json.loads((run_dir / 'versions.json').read_text())['trl']} |" in card
