@@ -106,17 +106,17 @@ def load_run(run_dir: str | Path, *, finished: bool = True) -> RunInfo:
 
 
 def _reward_lines(info: RunInfo) -> list[str]:
+    """The rewards the run really trained with: its config resolved as training resolved it."""
     try:
         from grpo_fast.recipes import get_recipe
+        from grpo_fast.train import resolve_config, reward_setup
 
-        recipe = get_recipe(info.recipe)
-        names = [getattr(f, "__name__", type(f).__name__) for f in recipe.reward_funcs()]
-        weights = info.config.get("reward_weights") or recipe.reward_weights
+        cfg = resolve_config(str(info.path / "config.yaml"))
+        rewards = reward_setup(cfg, get_recipe(cfg.recipe))
+        names, weights = rewards.names, rewards.weights
     except Exception as err:  # a recipe that no longer imports must not block an export
-        log.warning("could not list the recipe's rewards: %s", err)
+        log.warning("could not list the run's rewards: %s", err)
         names, weights = [], []
-    if info.config.get("rewards"):
-        return [f"- configured rewards: `{json.dumps(info.config['rewards'])}`"]
     return [f"- `{n}` (weight {w:g})" for n, w in zip(names, weights)] or ["- (unknown)"]
 
 
