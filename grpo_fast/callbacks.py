@@ -61,8 +61,23 @@ class RunLogger(TrainerCallback):
         if self.bar is not None and "reward" in logs:
             self.bar.set_postfix(reward=f"{logs['reward']:.2f}", std=f"{logs.get('reward_std', 0):.2f}")
         if state.global_step % self.sample_every == 0 or state.global_step == 1:
-            for sample in self.samples(step):
+            samples = self.samples(step)
+            for sample in samples:
                 rundir.append_jsonl(self.run_dir / "samples.jsonl", sample)
+            self.show(step, samples)
+
+    def show(self, step: int, samples: list[dict]) -> None:
+        """A compact table of the newest samples, printed above the progress bar."""
+        if not samples:
+            return
+        names = list(samples[0]["rewards"])
+        lines = [f"samples at step {step}: " + " | ".join(names) + " | completion"]
+        for s in samples:
+            scores = " | ".join("-" if s["rewards"][n] is None else f"{s['rewards'][n]:.2f}" for n in names)
+            text = " ".join(s["completion"].split())
+            lines.append(f"  {scores} | {text[:70] + ('...' if len(text) > 70 else '')}")
+        write = self.bar.write if self.bar is not None else print
+        write("\n".join(lines))
 
     def samples(self, step: int) -> list[dict]:
         """The last few completions TRL scored, with each reward's score."""
@@ -109,3 +124,22 @@ class AdaptiveWeights(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is not None and "reward" in logs:
             logs.update({f"adaptive/{name}": w for name, w in self.scaler.weights.items()})
+
+
+class MemoryCheck(TrainerCallback):
+    """On CUDA, compare the planner's estimate with the measured peak after the first steps."""
+
+    def __init__(self, plan: Any, run_dir: Path, after_step: int = 2):
+        self.plan, self.run_dir, self.after_step = plan, Path(run_dir), after_step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        from grpo_fast.plan import compare, measured_peak_gb
+
+        measured = measured_peak_gb()
+        if state.global_step != self.after_step or measured is None or not state.is_world_process_zero:
+            return
+        error = compare(self.plan, measured)
+        rundir.write_json(self.run_dir / "memory.json", {"estimate_gb": self.plan.allocated_gb,
+                                                          "measured_gb": measured, "relative_error": error})
+        print(f"memory: planned {self.plan.allocated_gb:.1f} GiB, measured peak {measured:.1f} GiB "
+              f"({error:+.0%})", flush=True)

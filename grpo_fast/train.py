@@ -352,6 +352,20 @@ def difficulty_filter(prep: Prepared, loaded: models.LoadedModel, k: int) -> Non
     prep.report.append(line)
 
 
+def memory_check(cfg: RunConfig, run_dir: Path) -> Any:
+    """On CUDA only: a callback comparing the plan with the measured peak after two steps."""
+    from grpo_fast.callbacks import MemoryCheck
+    from grpo_fast.plan import estimate
+
+    card = gpu_memory_gb()
+    if card is None:
+        return None
+    try:
+        return MemoryCheck(estimate(plan_input(cfg, models.resolve_model_path(cfg.model), card)), run_dir)
+    except UserError:
+        return None
+
+
 def run_stage(stage: Stage, prep: Prepared, loaded: models.LoadedModel, run_dir: Path, offset: int,
               checkpoint: Path | None, staged: bool) -> tuple[int, Any]:
     """Train one stage on the shared model; return the steps it took and its health monitor."""
@@ -373,7 +387,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: models.LoadedModel, run_dir:
         low, high = cfg.adaptive_bounds
         scaler = AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low, w_max=high)
         adaptive = AdaptiveWeights(scaler)
-    callbacks = [c for c in (adaptive, logger, monitor) if c is not None]
+    callbacks = [c for c in (adaptive, logger, monitor, memory_check(cfg, run_dir)) if c is not None]
     trainer = build_trainer(prep, loaded, out, callbacks=callbacks)
     logger.attach(trainer)
     if adaptive:

@@ -68,7 +68,7 @@ def make_rows(n: int = 200, seed: int = 0) -> list[dict]:
 
 RECIPE = Recipe(
     name="demo",
-    description="add two digits, answer in <answer> tags (offline, CPU, learns in minutes)",
+    description="add two numbers up to 20, answer in <answer> tags (offline, CPU, learns in minutes)",
     rows=lambda cfg: make_rows(seed=cfg.seed),
     reward_funcs=lambda: [answer_tags, sum_correct],
     reward_weights=[1.0, 1.0],
