@@ -13,7 +13,8 @@ import statistics
 import tempfile
 import time
 
-SETTINGS = ["max_completion_length=16", "per_device_train_batch_size=8", "num_generations=4", "save_strategy=no"]
+SETTINGS = ["max_completion_length=16", "per_device_train_batch_size=8", "num_generations=4", "save_strategy=no",
+            "evaluate=false"]
 
 
 def kit_run(target_model: str, steps: int) -> list[float]:
