@@ -220,6 +220,8 @@ def build_config(layers: list[tuple[dict[str, Any], dict[str, str] | str]]) -> R
                 target = "grpo"
             else:
                 raise _unknown_key(key, [*KIT_KEYS, *grpo], label)
+            if isinstance(value, bool) and not _type_ok(value, annotation) and _type_ok("no", annotation):
+                value = "yes" if value else "no"  # YAML 1.1 reads `save_strategy: no` as False
             if not _type_ok(value, annotation):
                 raise UserError(
                     f"'{key}' must be {_type_name(annotation)}, got {value!r} ({type(value).__name__})",

@@ -89,3 +89,8 @@ def test_to_dict_is_flat_and_round_trips(tmp_path):
     assert flat["max_steps"] == 2 and "grpo" not in flat and "source" not in flat
     again = build_config([(flat, "round trip")])
     assert again.to_dict() == flat
+
+
+def test_yaml_no_stays_a_strategy_name():
+    cfg = resolve_config("demo", ["save_strategy=no", "eval_strategy=no"])
+    assert cfg.grpo["save_strategy"] == "no" and cfg.grpo["eval_strategy"] == "no"
