@@ -58,6 +58,8 @@ def profile_defaults(name: str) -> tuple[str, dict[str, Any]]:
     card = gpu_memory_gb()
     if name == "auto":
         name = profile_for(card)
+    if name not in PROFILES:
+        raise UserError(f"unknown profile {name!r}", "config key 'profile'", "use auto, cpu, memory or performance")
     settings = dict(PROFILES[name])
     if card is not None:
         bf16 = models.bf16_supported()

@@ -94,3 +94,8 @@ def test_to_dict_is_flat_and_round_trips(tmp_path):
 def test_yaml_no_stays_a_strategy_name():
     cfg = resolve_config("demo", ["save_strategy=no", "eval_strategy=no"])
     assert cfg.grpo["save_strategy"] == "no" and cfg.grpo["eval_strategy"] == "no"
+
+
+def test_unknown_profile_is_a_user_error():
+    with pytest.raises(UserError, match="unknown profile 'fast'"):
+        resolve_config("demo", ["profile=fast"])
