@@ -11,9 +11,7 @@ import base64
 import html
 import io
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,19 +117,6 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) ->
     return buffer.getvalue()
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; plots are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 # --------------------------------------------------------------------------- HTML
 
 
@@ -235,7 +220,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
         png = render_plot(spec, metrics, events)
         if png is None:
             continue
-        _write_bytes(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
+        rundir.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
         data = base64.b64encode(png).decode("ascii")
         images.append(f'<img alt="{_e(spec.title)}" src="data:image/png;base64,{data}">')
 

@@ -32,15 +32,16 @@ def new_run_dir(base: str | None, recipe: str) -> Path:
     return path
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place."""
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place (mode 0644, as a plain write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -90,41 +91,13 @@ def versions() -> dict[str, str]:
 
 
 def plot_rewards(metrics: list[dict], path: Path, title: str) -> None:
-    """Total and per-reward mean reward per step, raw and smoothed, as a PNG."""
-    import matplotlib
+    """Total and per-reward mean reward per step, raw and smoothed, as a PNG (the report's renderer)."""
+    from grpo_fast.report import PlotSpec, render_plot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [m["step"] for m in metrics if "reward" in m]
-    if not steps:
-        return
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    keys = ["reward"] + sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")})
-    for key in keys:
-        values = [m.get(key) for m in metrics if "reward" in m]
-        label = "total" if key == "reward" else key.split("/")[1]
-        (line,) = ax.plot(steps, values, alpha=0.35, linewidth=1)
-        ax.plot(steps, _smooth(values), color=line.get_color(), linewidth=2, label=f"{label} (smoothed)")
-    ax.set(title=title, xlabel="training step", ylabel="mean reward per completion")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
-def _smooth(values: list[float | None], alpha: float = 0.3) -> list[float | None]:
-    """Exponential moving average; the raw values are drawn beside it."""
-    out, ema = [], None
-    for v in values:
-        if v is not None:
-            ema = v if ema is None else alpha * v + (1 - alpha) * ema
-        out.append(ema)
-    return out
+    keys = ("reward", *sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
+    png = render_plot(PlotSpec("rewards", title, "mean reward per completion", keys), metrics)
+    if png:
+        atomic_write(path, png)
 
 
 # --------------------------------------------------------------------------- checkpoints and resume
