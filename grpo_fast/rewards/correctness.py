@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -38,6 +39,14 @@ def _blank(gold: Any) -> bool:
     return gold is None or (isinstance(gold, str) and not gold.strip())
 
 
+def _against_gold(
+    completions: Any, kwargs: dict[str, Any], column: str, score: Callable[[str, Any], float | None]
+) -> list[float | None]:
+    """``score(text, gold)`` for each completion and its row's gold; a blank gold is not applicable (None)."""
+    texts = completion_texts(completions)
+    return [None if _blank(g) else score(t, g) for t, g in zip(texts, _golds(kwargs, column, len(texts)))]
+
+
 # ---------------------------------------------------------------------------------------------- exact match
 
 
@@ -46,16 +55,10 @@ def make_exact_match_reward(column: str = "answer", name: str = "exact_match") -
     """Exact match after normalisation (case, whitespace, punctuation, thousands separators, ``$``)."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        golds = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, gold in zip(texts, golds):
-            if _blank(gold):
-                out.append(None)
-                continue
-            pred = extract_answer_or_text(text)
-            out.append(1.0 if normalize_text(pred) == normalize_text(gold) else 0.0)
-        return out
+        def score(text: str, gold: Any) -> float:
+            return 1.0 if normalize_text(extract_answer_or_text(text)) == normalize_text(gold) else 0.0
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -72,19 +75,14 @@ def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name
     """
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        golds = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, gold in zip(texts, golds):
-            if _blank(gold):
-                out.append(None)
-                continue
+        def score(text: str, gold: Any) -> float:
             raw = extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4]
             pred = normalize_answer(raw)
             refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD: several acceptable answers
-            score = max((_similarity(raw, pred, r) for r in refs if not _blank(r)), default=0.0)
-            out.append(score if score >= min_score else 0.0)
-        return out
+            best = max((_similarity(raw, pred, r) for r in refs if not _blank(r)), default=0.0)
+            return best if best >= min_score else 0.0
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -110,17 +108,14 @@ def make_numeric_match_reward(
     """1.0 when the final number equals the gold within tolerance (fractions, %, commas, units handled)."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        golds = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, gold in zip(texts, golds):
+        def score(text: str, gold: Any) -> float | None:
             g = parse_number(_gsm8k_gold(gold))
             if g is None:
-                out.append(None)
-                continue
+                return None
             p = parse_number(extract_final_answer(text))
-            out.append(1.0 if p is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0)
-        return out
+            return 1.0 if p is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -167,16 +162,11 @@ def make_multiple_choice_reward(column: str = "answer", name: str = "multiple_ch
     """1.0 when the chosen letter equals the gold letter (gold may be 'B', '(B)', or an index 1 → 'B')."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        golds = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, gold in zip(texts, golds):
+        def score(text: str, gold: Any) -> float | None:
             g = _gold_letter(gold)
-            if g is None:
-                out.append(None)
-                continue
-            out.append(1.0 if extract_choice(text) == g else 0.0)
-        return out
+            return None if g is None else (1.0 if extract_choice(text) == g else 0.0)
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -227,20 +217,14 @@ def make_json_field_match_reward(field: str, column: str = "answer", name: str |
     """1.0 when JSON field ``field`` (dotted path) in the completion equals the gold (normalised compare)."""
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        golds = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, gold in zip(texts, golds):
-            if _blank(gold):
-                out.append(None)
-                continue
+        def score(text: str, gold: Any) -> float:
             try:
                 value = _get_path(extract_json(text), field)
             except (ValueError, KeyError):
-                out.append(0.0)
-                continue
-            out.append(1.0 if _json_equal(value, gold) else 0.0)
-        return out
+                return 0.0
+            return 1.0 if _json_equal(value, gold) else 0.0
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(
         reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0)
@@ -275,15 +259,10 @@ def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str |
     scorer = rouge_scorer.RougeScorer([kind], use_stemmer=True)
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        refs = _golds(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, ref in zip(texts, refs):
-            if _blank(ref):
-                out.append(None)
-                continue
-            out.append(float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0)
-        return out
+        def score(text: str, ref: Any) -> float:
+            return float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0
+
+        return _against_gold(completions, kwargs, column, score)
 
     return named(
         reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0)
