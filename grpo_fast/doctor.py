@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from grpo_fast.rundir import installed_versions
 
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
 CORE = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
@@ -59,16 +60,6 @@ class Machine:
 
 
 # --------------------------------------------------------------------------- facts
-
-
-def installed_versions(names: list[str] | tuple[str, ...]) -> dict[str, str]:
-    found = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
 
 
 def _parse_requirements(path: Path, seen: set[Path] | None = None) -> dict[str, str]:

@@ -79,15 +79,20 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def versions() -> dict[str, str]:
-    """Installed versions of the libraries a run depends on (absent ones are left out)."""
-    found = {"python": platform.python_version()}
-    for name in LIBRARIES:
+def installed_versions(names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Installed versions of ``names``; packages that are not installed are left out."""
+    found = {}
+    for name in names:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
     return found
+
+
+def versions() -> dict[str, str]:
+    """Python and the libraries a run depends on, as recorded in versions.json."""
+    return {"python": platform.python_version(), **installed_versions(LIBRARIES)}
 
 
 def plot_rewards(metrics: list[dict], path: Path, title: str) -> None:
