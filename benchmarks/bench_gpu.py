@@ -73,7 +73,8 @@ def worker(spec: dict) -> dict:
     """One configuration, in this process: train ``steps`` steps, time them, read peak memory."""
     import torch
 
-    from grpo_fast.train import resolve_config, train
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.train import train
 
     overrides = {
         "model": spec["model"], "backend": spec["backend"], "use_vllm": spec["use_vllm"], "max_steps": spec["steps"],

@@ -19,7 +19,8 @@ SETTINGS = ["max_completion_length=16", "per_device_train_batch_size=8", "num_ge
 
 def kit_run(target_model: str, steps: int) -> list[float]:
     """The kit's own path: resolve_config -> train (checks, loader, callbacks, artifacts)."""
-    from grpo_fast.train import resolve_config, train
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.train import train
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = resolve_config("demo", [f"model={target_model}", f"max_steps={steps}", f"run_dir={tmp}/run", *SETTINGS])
@@ -39,8 +40,9 @@ def plain_run(target_model: str, steps: int) -> list[float]:
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_fast.models import resolve_model_path
+    from grpo_fast.prepare import prepare
     from grpo_fast.recipes import demo
-    from grpo_fast.train import prepare, resolve_config
+    from grpo_fast.resolve import resolve_config
 
     cfg = resolve_config("demo", [f"model={target_model}", f"max_steps={steps}", *SETTINGS])
     rows = prepare(cfg).train_rows  # the same rows the kit trains on

@@ -19,8 +19,9 @@ class RunLogger(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
-                 stage: str | None = None):
+                 stage: str | None = None, resume_step: int | None = None):
         self.run_dir = Path(run_dir)
+        self.resume_step = resume_step
         self.step_offset = step_offset
         self.stage = stage
         self.sample_every = sample_every
@@ -37,6 +38,12 @@ class RunLogger(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         from tqdm.auto import tqdm
 
+        from grpo_fast.checkpoints import truncate_step_logs
+
+        if state.is_world_process_zero and self.resume_step is not None:
+            # Only now, with the checkpoint loaded, does the resumed run take over the run directory.
+            truncate_step_logs(self.run_dir, self.resume_step)
+            (self.run_dir / rundir.SUMMARY).unlink(missing_ok=True)
         if state.is_world_process_zero:
             self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="GRPO", unit="step",
                             dynamic_ncols=True)
@@ -132,6 +139,21 @@ class MemoryCheck(TrainerCallback):
     def __init__(self, plan: Any, run_dir: Path, after_step: int = 2):
         self.plan, self.run_dir, self.after_step = plan, Path(run_dir), after_step
 
+    @classmethod
+    def for_run(cls, cfg: Any, run_dir: Path) -> MemoryCheck | None:
+        """On CUDA only (None elsewhere, or when the model's shape is unknown without the network)."""
+        from grpo_fast.errors import UserError
+        from grpo_fast.models import gpu_memory_gb, model_source
+        from grpo_fast.plan import estimate, plan_input
+
+        card = gpu_memory_gb()
+        if card is None:
+            return None
+        try:
+            return cls(estimate(plan_input(cfg, model_source(cfg.model), card)), run_dir)
+        except UserError:
+            return None
+
     def on_step_end(self, args, state, control, **kwargs):
         from grpo_fast.plan import compare, measured_peak_gb
 
@@ -143,3 +165,19 @@ class MemoryCheck(TrainerCallback):
                                                           "measured_gb": measured, "relative_error": error})
         print(f"memory: planned {self.plan.allocated_gb:.1f} GiB, measured peak {measured:.1f} GiB "
               f"({error:+.0%})", flush=True)
+
+
+class StopOnRewardFailure(TrainerCallback):
+    """End the run cleanly, with a checkpoint, after the step in which a guarded reward passed its failure
+    limit (TrainerControl is the public way to save and stop; the failure is raised once training returns)."""
+
+    def __init__(self, funcs: list):
+        self.funcs = funcs
+
+    def on_step_end(self, args, state, control, **kwargs):
+        from grpo_fast.rewards.guard import tripped
+
+        if tripped(self.funcs) is not None:
+            control.should_save = True
+            control.should_training_stop = True
+        return control

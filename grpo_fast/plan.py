@@ -371,6 +371,25 @@ def estimate(p: PlanInput) -> MemoryPlan:
     return plan
 
 
+def plan_input(cfg: Any, model_path: str, card_gb: float | None, prompt_tokens: int | None = None) -> PlanInput:
+    """The planner's view of a RunConfig, from the model config alone (no weights)."""
+    from grpo_fast.models import select_backend
+
+    args = cfg.args
+    dtype = "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")
+    optim = str(getattr(args.optim, "value", args.optim))
+    optim = optim if optim in _OPTIMS else ("adamw_8bit" if "8bit" in optim else "adamw_torch")
+    return PlanInput(
+        shape=ModelShape.resolve(model_path), load_in_4bit=cfg.load_in_4bit, lora=cfg.lora, lora_r=cfg.lora_r,
+        full_finetune=not cfg.lora, optim=optim, gradient_checkpointing=bool(args.gradient_checkpointing),
+        num_generations=args.num_generations, per_device_train_batch_size=args.per_device_train_batch_size,
+        max_prompt_tokens=min(prompt_tokens or cfg.max_prompt_tokens, cfg.max_prompt_tokens),
+        max_completion_length=args.max_completion_length, dtype=dtype, use_vllm=bool(args.use_vllm),
+        vllm_gpu_memory_utilization=cfg.gpu_memory_utilization, beta=args.beta,
+        unsloth=select_backend(cfg.backend, cuda=card_gb is not None).name == "unsloth", card_gb=card_gb,
+    )
+
+
 def profile_for(card_gb: float | None) -> str:
     """"cpu" without a GPU; "memory" below 40 GiB (T4, 24 GB consumer cards); "performance" from 40 GiB."""
     if card_gb is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 import yaml
 
 from grpo_fast import rundir
-from grpo_fast.errors import UserError
 
-REPORT_FILE = "report.html"
+REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"
 EMA_ALPHA = 0.3
 
@@ -76,7 +74,16 @@ def _label(key: str) -> str:
     return key.split("/")[-1].replace("_", " ")
 
 
-def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) -> bytes | None:
+def plot_rewards(metrics: list[dict], path: Path, title: str, reward_max: float | None = None) -> None:
+    """Total and per-reward mean reward per step, raw and smoothed, as a PNG (the report's renderer)."""
+    keys = ("reward", *sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
+    png = render_plot(PlotSpec("rewards", title, "mean reward per completion", keys), metrics, reward_max=reward_max)
+    if png:
+        rundir.atomic_write(path, png)
+
+
+def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = (),
+                reward_max: float | None = None) -> bytes | None:
     """The PNG of one figure, or None when no step logged any of its metrics."""
     import matplotlib
 
@@ -100,6 +107,9 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = ()) ->
                 linewidth=4 if total else 2.2, label=f"{_label(key)}", zorder=1 if total else 2)
     if spec.threshold is not None:
         ax.axhline(spec.threshold, color="#c0392b", linestyle="--", linewidth=1, label=spec.threshold_label)
+    if spec.name == "rewards" and reward_max is not None:
+        ax.axhline(reward_max, color="#2c3e50", linestyle="-.", linewidth=1, label=f"maximum total {reward_max:g}")
+        ax.set_ylim(top=reward_max * 1.05 if reward_max > 0 else None)
     if spec.name == "rewards":
         for i, step in enumerate(sorted({e["step"] for e in events if "step" in e})):
             ax.axvline(step, color="#c0392b", linestyle=":", linewidth=1, alpha=0.7,
@@ -154,12 +164,6 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:.5em;m
 """
 
 
-def _check(run_dir: Path) -> None:
-    if not run_dir.is_dir() or not ((run_dir / "config.yaml").is_file() or (run_dir / "metrics.jsonl").is_file()):
-        raise UserError(f"{run_dir} is not a grpo_fast run directory (no config.yaml or metrics.jsonl)",
-                        str(run_dir), "pass a folder under runs/ written by `grpo-fast train`")
-
-
 def _status(run_dir: Path, summary: dict | None, metrics: list[dict], events: list[dict]) -> str:
     stopped = [e for e in events if e.get("action") == "stop"]
     if summary is not None:
@@ -194,26 +198,14 @@ def _eval_section(evaluation: dict | None) -> str:
     return out
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     """Write ``report.html`` and ``plots/*.png`` for a run directory (finished or not); return the HTML path."""
-    run_dir = Path(run_dir)
-    _check(run_dir)
+    run = rundir.Run.open(run_dir)
+    run_dir = run.path
     metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
     events = rundir.read_jsonl(run_dir / "health.jsonl")
     samples = rundir.read_jsonl(run_dir / "samples.jsonl")
-    summary = _read_json(run_dir / rundir.SUMMARY)
-    evaluation = _read_json(run_dir / "eval.json")
-    try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        config = {}
+    summary, evaluation, config = run.summary, run.evaluation, run.config
 
     images = []
     for spec in _plot_specs(metrics):

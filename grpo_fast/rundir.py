@@ -1,6 +1,7 @@
 """The run directory: every file written atomically, so a crash never leaves a complete-looking run.
 
-A run is finished when ``summary.json`` exists; it is written last.
+A run is finished when ``summary.json`` exists; it is written last. ``Run`` is the one reader of a run
+directory: evaluation, the report, export, chat and the Python API open runs through it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import platform
 import tempfile
 import time
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,11 @@ import yaml
 from grpo_fast.errors import UserError
 
 SUMMARY = "summary.json"
+CONFIG = "config.yaml"
+HELDOUT = "heldout.jsonl"
+EVAL_FILE = "eval.json"
+REPORT_FILE = "report.html"
+ADAPTER = "adapter"
 LIBRARIES = ("grpo_fast", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "unsloth",
              "unsloth_zoo", "vllm", "bitsandbytes", "xformers", "math-verify")
 
@@ -60,6 +67,18 @@ def read_yaml(path: Path) -> dict:
     return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
 
 
+def read_json(path: Path) -> Any | None:
+    """A JSON file's content, or None when it is missing or torn."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    atomic_write(path, "".join(json.dumps(r, default=str) + "\n" for r in records))
+
+
 def append_jsonl(path: Path, record: dict) -> None:
     """One complete line per call; a reader skips a torn last line (see ``read_jsonl``)."""
     with path.open("a", encoding="utf-8") as handle:
@@ -95,69 +114,89 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), **installed_versions(LIBRARIES)}
 
 
-def plot_rewards(metrics: list[dict], path: Path, title: str) -> None:
-    """Total and per-reward mean reward per step, raw and smoothed, as a PNG (the report's renderer)."""
-    from grpo_fast.report import PlotSpec, render_plot
-
-    keys = ("reward", *sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
-    png = render_plot(PlotSpec("rewards", title, "mean reward per completion", keys), metrics)
-    if png:
-        atomic_write(path, png)
-
-
-# --------------------------------------------------------------------------- checkpoints and resume
-
-CHECKPOINTS = "checkpoints"
-STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "health.jsonl", "reward_failures.jsonl")
-
-
 def is_main_process() -> bool:
     """Rank 0 writes the run directory; other ranks (torchrun/accelerate) only train."""
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def _complete(checkpoint: Path) -> bool:
-    """A checkpoint is usable once trainer_state.json, written last by the Trainer, parses."""
-    try:
-        state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    step = int(checkpoint.name.rsplit("-", 1)[1])
-    return state.get("global_step") == step and (checkpoint / "rng_state.pth").exists()
+# --------------------------------------------------------------------------- reading a run
 
 
-def checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
-    found = [p for p in (Path(run_dir) / CHECKPOINTS).glob("checkpoint-*") if p.name.rsplit("-", 1)[1].isdigit()]
-    return sorted((p for p in found if _complete(p)), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+@dataclass
+class Run:
+    """A run directory as its files say: config, versions, summary (when finished), evaluation, adapter.
 
+    ``Run.open`` is the one check of a run directory; what it refuses, it refuses with a fix.
+    """
 
-def resume_point(path: str | Path) -> tuple[Path, Path]:
-    """(run dir, checkpoint) for ``--resume``: a run dir (newest complete checkpoint) or one checkpoint."""
-    path = Path(path)
-    if path.name.startswith("checkpoint-") and path.parent.name == CHECKPOINTS:
-        if not _complete(path):
-            raise UserError(f"{path} is not a complete checkpoint", str(path),
-                            "resume from the run directory to take its newest complete checkpoint")
-        return path.parent.parent, path
-    if not (path / "config.yaml").exists():
-        raise UserError(f"{path} is not a grpo_fast run directory (no config.yaml)", "--resume",
-                        "pass a run directory such as runs/demo-20261202-101500, or one of its checkpoints")
-    found = checkpoints(path)
-    if not found:
-        raise UserError(f"{path} has no complete checkpoint to resume from", f"{path}/{CHECKPOINTS}",
-                        "checkpoints are written every save_steps steps; start a new run instead")
-    return path, found[-1]
+    path: Path
+    config: dict[str, Any]
+    versions: dict[str, str] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    evaluation: dict[str, Any] | None = None
 
+    @classmethod
+    def open(cls, run_dir: str | Path, *, finished: bool = False, adapter: bool = False,
+             lora: bool = False) -> Run:
+        """Read a run; ``finished``: it must have ended (summary.json); ``adapter``: it must hold trained
+        weights; ``lora``: they must be a LoRA adapter (export and chat load base + adapter)."""
+        path = Path(run_dir).expanduser()
+        if not (path / CONFIG).is_file():
+            raise UserError(f"{path} is not a grpo_fast run directory (no {CONFIG})", str(path),
+                            "pass a folder under runs/ written by `grpo-fast train`")
+        summary = read_json(path / SUMMARY)
+        if finished and summary is None:
+            raise UserError(f"{path} is not a finished run (no {SUMMARY}: training was interrupted or still runs)",
+                            str(path), f"wait for training to end, or continue it: grpo-fast train --resume {path}")
+        weights = path / ADAPTER
+        if lora and not (weights / "adapter_config.json").is_file():
+            raise UserError(f"{path} has no LoRA adapter ({ADAPTER}/adapter_config.json is missing)", str(weights),
+                            "only LoRA runs (lora: true, the default) can be exported or chatted with; train again")
+        if adapter and not ((weights / "adapter_config.json").is_file() or (weights / "config.json").is_file()):
+            raise UserError(f"{path} has no trained weights ({ADAPTER}/ is missing or empty)", str(weights),
+                            "wait for the run to finish, or use a run that completed (summary.json present)")
+        return cls(path, read_yaml(path / CONFIG), read_json(path / "versions.json") or {}, summary,
+                   read_json(path / EVAL_FILE))
 
-def step_of(checkpoint: Path) -> int:
-    return int(checkpoint.name.rsplit("-", 1)[1])
+    @property
+    def adapter(self) -> Path:
+        return self.path / ADAPTER
 
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT_FILE
 
-def truncate_step_logs(run_dir: Path, step: int) -> None:
-    """Drop log lines past the checkpoint, so a resumed run has no duplicate or orphan steps."""
-    for name in STEP_LOGS:
-        path = Path(run_dir) / name
-        if path.exists():
-            kept = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
-            atomic_write(path, "".join(json.dumps(r, default=str) + "\n" for r in kept))
+    @property
+    def recipe(self) -> str:
+        return str(self.config.get("recipe") or "demo")
+
+    @property
+    def base_model(self) -> str:
+        return str(self.config.get("model") or "embedded")
+
+    @property
+    def finished(self) -> bool:
+        return self.summary is not None
+
+    def base_model_path(self) -> str:
+        from grpo_fast.models import resolve_model_path
+
+        return resolve_model_path(self.base_model)
+
+    def base_model_name(self) -> str:
+        """The public name of the base model (the embedded model's hub id, not a cache path)."""
+        from grpo_fast.models import EMBEDDED, EMBEDDED_NAME
+
+        return EMBEDDED_NAME if self.base_model in ("", EMBEDDED) else self.base_model
+
+    def heldout_rows(self) -> list[dict]:
+        """The held-out rows training set aside (mapped: chat prompt + gold columns)."""
+        rows = read_jsonl(self.path / HELDOUT)
+        if not rows:
+            raise UserError(f"{self.path} has no held-out rows ({HELDOUT})", str(self.path / HELDOUT),
+                            "the run was trained with eval_rows: 0 or by an older grpo_fast; train again to evaluate")
+        return rows
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else "unfinished"
+        return f"Run({str(self.path)!r}, recipe={self.recipe!r}, {state})"

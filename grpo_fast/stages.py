@@ -1,7 +1,8 @@
-"""Multi-stage runs (the seeds' "format first, then correctness") and the optional SFT warm-up stage.
+"""Run one stage of training on the shared model: TRL's GRPOTrainer, or the optional SFT warm-up.
 
-Stages share one model, so the adapter carries over; each stage is a map of config overrides validated
-like a config file, with errors naming ``stages[i]``.
+Stages share one model, so the adapter carries over (the seeds' "format first, then correctness"). Each stage
+writes its checkpoints under its own folder and, when it ends, its weights and a done marker, so a resume
+continues at the right stage and step.
 """
 
 from __future__ import annotations
@@ -10,52 +11,89 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_fast.config import RunConfig, build_config
-from grpo_fast.errors import UserError
+from grpo_fast import checkpoints
+from grpo_fast.config import Stage
+from grpo_fast.models import LoadedModel
+from grpo_fast.prepare import Prepared
 
 
 @dataclass
-class Stage:
-    """One stage: its name, its full config, and whether it is a supervised warm-up."""
+class StageResult:
+    """What a stage did: steps taken (its own count) and its health monitor (None for SFT or health off)."""
 
-    name: str
-    cfg: RunConfig
-    sft: bool = False
+    steps: int
+    monitor: Any = None
 
-
-def stage_configs(cfg: RunConfig) -> list[Stage]:
-    """The run's stages; a config without ``stages`` is one stage named ``grpo``."""
-    if not cfg.stages:
-        return [Stage("grpo", cfg)]
-    base = {k: v for k, v in cfg.to_dict().items() if k != "stages"}
-    stages = []
-    for i, overrides in enumerate(cfg.stages):
-        if not isinstance(overrides, dict):
-            raise UserError(f"stages[{i}] must be a mapping of config keys", cfg.where("stages"),
-                            "write e.g. - {name: format, max_steps: 20, rewards: [xml_count]}")
-        extra = dict(overrides)
-        name = str(extra.pop("name", f"stage{i + 1}"))
-        sft = bool(extra.pop("sft", False))
-        if "stages" in extra:
-            raise UserError("stages cannot nest", f"stages[{i}]", "list every stage at the top level")
-        stage_cfg = build_config([(base, "base config"), (extra, f"stages[{i}] ({name})")])
-        stages.append(Stage(name, stage_cfg, sft))
-    return stages
+    @property
+    def stopped(self) -> bool:
+        return bool(self.monitor and self.monitor.stopped_by)
 
 
-def sft_warmup(prep: Any, loaded: Any, out_dir: Path, callbacks: list) -> int:
+def build_trainer(prep: Prepared, loaded: LoadedModel, output_dir: Path, callbacks: list | None = None) -> Any:
+    """TRL's GRPOTrainer with the run's rewards (guarded); their weights go to GRPOConfig.reward_weights."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from grpo_fast.callbacks import StopOnRewardFailure
+    from grpo_fast.rewards.guard import guard_rewards
+
+    cfg = prep.cfg
+    args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights)
+    funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
+                          log_dir=output_dir.parent, raise_on_failure=False)
+    return GRPOTrainer(
+        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
+        train_dataset=Dataset.from_list(prep.train_rows),
+        callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
+    )
+
+
+def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, *, staged: bool, offset: int,
+              checkpoint: Path | None = None, resume_step: int | None = None) -> StageResult:
+    """Train one stage; ``checkpoint`` resumes it, ``resume_step`` trims the logs once that has loaded."""
+    from grpo_fast.callbacks import AdaptiveWeights, MemoryCheck, RunLogger
+    from grpo_fast.health import HealthMonitor
+    from grpo_fast.rewards.combine import AdaptiveRewardScaler
+    from grpo_fast.rewards.guard import tripped
+
+    cfg = stage.cfg
+    out = checkpoints.output_dir(run_dir, stage.name if staged else None)
+    logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None,
+                       resume_step=resume_step)
+    if stage.sft:
+        return StageResult(sft_warmup(prep, loaded, out, [logger]))
+    monitor = HealthMonitor.for_run(run_dir, cfg.health, prep.rewards, cfg.on_alarm) if cfg.health.enabled else None
+    adaptive = None
+    if cfg.adaptive_rewards:
+        low, high = cfg.adaptive_bounds
+        adaptive = AdaptiveWeights(AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low,
+                                                        w_max=high))
+    memory = MemoryCheck.for_run(cfg, run_dir)
+    trainer = build_trainer(prep, loaded, out, callbacks=[c for c in (adaptive, logger, monitor, memory) if c])
+    logger.attach(trainer)
+    if adaptive:
+        adaptive.trainer = trainer
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    failure = tripped(trainer.reward_funcs)
+    if failure is not None:
+        raise failure  # the step it tripped in ended with a checkpoint: fix the reward, then --resume
+    if monitor and monitor.stopped_by:
+        print(monitor.stopped_by.text(), flush=True)
+    return StageResult(trainer.state.global_step, monitor)
+
+
+def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: list) -> int:
     """Supervised steps on (prompt, gold answer) pairs to prime the format; returns the steps taken."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     cfg = prep.cfg
     rows = [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": prep.recipe.gold(r)}]}
-            for r in prep.train_rows]
-    g = cfg.grpo
+            for r in prep.train_rows if prep.recipe.gold(r)]
     shared = ("max_steps", "learning_rate", "lr_scheduler_type", "per_device_train_batch_size", "bf16", "fp16",
               "use_cpu", "gradient_accumulation_steps", "gradient_checkpointing", "optim", "warmup_steps")
     args = SFTConfig(output_dir=str(out_dir), seed=cfg.seed, report_to="none", logging_steps=1,
-                     save_strategy="no", **{k: g[k] for k in shared if k in g})
+                     save_strategy="no", **{k: cfg.grpo[k] for k in shared if k in cfg.grpo})
     trainer = SFTTrainer(model=loaded.model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=loaded.tokenizer, callbacks=callbacks)
     trainer.train()

@@ -1,262 +1,30 @@
-"""Train: resolve the config, check data and rewards, plan memory, then run TRL's real GRPOTrainer.
+"""Train: the pipeline, top to bottom.
 
-``prepare`` does everything that needs no model weights (it is the whole of ``--dry-run``);
-``train`` loads the model, trains, and writes the run directory.
+resolve the config -> prepare data and rewards (and plan memory) -> load the model -> train each stage with
+TRL's GRPOTrainer -> save the adapter and the run's files -> evaluate base vs trained -> write the report.
+Each step is a function in the module that owns its concept; this module only puts them in order.
 """
 
 from __future__ import annotations
 
-import logging
+import errno
 import math
+import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import config as config_mod
-from grpo_fast import data, models, rundir
+from grpo_fast import checkpoints, models, rundir
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
-from grpo_fast.recipes import Recipe, get_recipe
-from grpo_fast.stages import Stage
+from grpo_fast.prepare import Prepared, prepare
+from grpo_fast.resolve import resolve_config
+from grpo_fast.stages import run_stage
 
-log = logging.getLogger("grpo_fast.train")
-
-# Defaults that make TRL safe on any machine: TRL's own bf16 default fails on CPU.
-KIT_DEFAULTS: dict[str, Any] = {
-    "report_to": "none",
-    "logging_steps": 1,
-    "save_strategy": "steps",
-    "save_steps": 100,
-    "save_total_limit": 2,
-    "learning_rate": 5.0e-6,
-    "num_generations": 8,
-    "max_completion_length": 256,
-}
-PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": {"bf16": False, "use_cpu": True},
-    "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
-               "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
-               "gpu_memory_utilization": 0.5},
-    "performance": {"use_vllm": True, "vllm_mode": "colocate", "num_generations": 16,
-                    "per_device_train_batch_size": 16, "gpu_memory_utilization": 0.6},
-}
-
-
-def gpu_memory_gb() -> float | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_properties(0).total_memory / 2**30
-
-
-def profile_defaults(name: str) -> tuple[str, dict[str, Any]]:
-    """The profile's settings; ``auto`` picks cpu / memory (< 40 GB) / performance from the GPU."""
-    from grpo_fast.plan import profile_for
-
-    card = gpu_memory_gb()
-    if name == "auto":
-        name = profile_for(card)
-    if name not in PROFILES:
-        raise UserError(f"unknown profile {name!r}", "config key 'profile'", "use auto, cpu, memory or performance")
-    settings = dict(PROFILES[name])
-    if card is not None:
-        bf16 = models.bf16_supported()
-        settings.update({"bf16": bf16, "fp16": not bf16})
-    return name, settings
-
-
-def resolve_config(target: str | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
-    """Build the RunConfig from a recipe name or YAML file plus ``key=value`` overrides."""
-    cli = config_mod.parse_overrides(overrides) if isinstance(overrides, list) else dict(overrides or {})
-    file_values: dict[str, Any] = {}
-    lines: dict[str, str] = {}
-    if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
-        file_values, lines = config_mod.read_yaml(target)
-    elif target:
-        cli.setdefault("recipe", target)
-    recipe_name = cli.get("recipe") or file_values.get("recipe") or "demo"
-    recipe = get_recipe(str(recipe_name))
-    models.preimport_unsloth(str(cli.get("backend") or file_values.get("backend") or "auto"))
-    profile_name, profile = profile_defaults(str(cli.get("profile") or file_values.get("profile") or "auto"))
-    cfg = config_mod.build_config([
-        (KIT_DEFAULTS, "grpo_fast default"),
-        (profile, f"profile {profile_name}"),
-        (recipe.defaults, f"recipe {recipe.name}"),
-        (file_values, lines),
-        (cli, "command line"),
-    ])
-    cfg.profile = profile_name
-    return cfg
-
-
-# --------------------------------------------------------------------------- checks before loading weights
-
-
-@dataclass
-class Prepared:
-    """The outcome of the pre-training checks: data ready to train on and what was found."""
-
-    cfg: RunConfig
-    recipe: Recipe
-    rewards: Rewards
-    train_rows: list[dict]
-    eval_rows: list[dict]
-    tokenizer: Any
-    report: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Rewards:
-    """The reward functions of a run, their weights, and which one judges correctness."""
-
-    funcs: list
-    weights: list[float]
-    correctness: str
-    correctness_max: float
-
-    fallback_max: float = 1.0
-
-    @property
-    def names(self) -> list[str]:
-        return [f.__name__ for f in self.funcs]
-
-    @property
-    def max_total(self) -> float:
-        """Highest weighted total, from each reward's declared range (else the recipe's figure)."""
-        ranges = [getattr(f, "reward_range", None) for f in self.funcs]
-        if any(r is None for r in ranges):
-            return self.fallback_max
-        return sum(w * (r[1] if w >= 0 else r[0]) for w, r in zip(self.weights, ranges))
-
-
-def reward_setup(cfg: RunConfig, recipe: Recipe) -> Rewards:
-    """The config's ``rewards`` (registry names, {name, weight, params} maps, or a preset) or the recipe's."""
-    from grpo_fast.rewards import get_preset, get_reward
-
-    spec = cfg.rewards
-    try:
-        if spec is None:
-            funcs, weights = recipe.reward_funcs(), list(recipe.reward_weights)
-        elif isinstance(spec, str):
-            preset = get_preset(spec)
-            funcs, weights = preset.funcs, preset.weights
-        else:
-            funcs, weights = [], []
-            for item in spec:
-                params = dict(item) if isinstance(item, dict) else {"name": item}
-                if "name" not in params:
-                    raise UserError(f"reward entry {item!r} has no 'name'",
-                                    fix="write {name: fuzzy_match, weight: 2.0}")
-                weights.append(float(params.pop("weight", 1.0)))
-                funcs.append(get_reward(str(params.pop("name")), **params))
-    except UserError as err:
-        raise UserError(err.what, cfg.where("rewards"), err.fix) from None
-    weights = list(cfg.grpo.get("reward_weights") or weights)
-    if len(weights) != len(funcs):
-        raise UserError(f"{len(weights)} reward_weights for {len(funcs)} rewards", cfg.where("reward_weights"),
-                        "give one weight per reward, in order")
-    names = [f.__name__ for f in funcs]
-    if recipe.correctness in names:
-        return Rewards(funcs, weights, recipe.correctness, recipe.correctness_max, recipe.reward_max)
-    judges = [f for f in funcs if getattr(f, "reward_kind", None) == "correctness"]
-    if not judges:
-        raise UserError("no correctness reward among the configured rewards", cfg.where("rewards"),
-                        f"add one (e.g. {recipe.correctness}), so answers can be checked and evaluated")
-    best = getattr(judges[0], "reward_range", (0.0, 1.0))[1]
-    return Rewards(funcs, weights, judges[0].__name__, best, recipe.reward_max)
-
-
-def gold_self_test(recipe: Recipe, rewards: Rewards, rows: list[dict], limit: int = 32) -> tuple[int, list[str]]:
-    """Score each row's gold completion: the correctness reward must give its maximum, or training is refused."""
-    fn = rewards.funcs[rewards.names.index(rewards.correctness)]
-    sample = rows[:limit]
-    columns = {k: [r.get(k) for r in sample] for k in sample[0] if k != "prompt"}
-    completions = [[{"role": "assistant", "content": recipe.gold(r)}] for r in sample]
-    scores = fn(prompts=[r["prompt"] for r in sample], completions=completions, **columns)
-    best = rewards.correctness_max
-    failures = [f"row {i}: gold completion scored {s} (< {best}): {completions[i][0]['content'][:80]!r}"
-                for i, s in enumerate(scores) if s is None or s < best - 1e-9]
-    return len(sample), failures
-
-
-def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
-    """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
-    recipe = get_recipe(cfg.recipe)
-    backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit,
-                                    use_vllm=cfg.grpo.get("use_vllm", False))
-    report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})"]
-    rows = recipe.rows(cfg)
-    origin = cfg.dataset or f"recipe {recipe.name} sample"
-    data.validate_rows(rows, recipe.required, origin)
-    rows, duplicates = data.dedupe(rows)
-    model_path = models.resolve_model_path(cfg.model)
-    tokenizer = _load_tokenizer(model_path)
-    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
-    train_rows, eval_rows = data.split_holdout(rows, cfg.eval_rows, cfg.seed)
-    report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
-    report.append(stats.line())
-    rewards = reward_setup(cfg, recipe)
-    report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
-    checked, failures = gold_self_test(recipe, rewards, train_rows)
-    if failures and not force:
-        raise UserError(
-            f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
-            f"'{rewards.correctness}' reward\n  " + "\n  ".join(failures[:5]),
-            origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
-        )
-    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{rewards.correctness}'")
-    report.append(memory_line(cfg, model_path, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
-
-
-def _load_tokenizer(model_path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-    except OSError as err:
-        raise models._hub_error(model_path, err) from None
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def plan_input(cfg: RunConfig, model_path: str, card_gb: float | None, prompt_tokens: int | None = None) -> Any:
-    """The planner's view of this run, from the model config alone (no weights)."""
-    from grpo_fast.plan import ModelShape, PlanInput
-
-    g = cfg.grpo
-    dtype = "bf16" if g.get("bf16") else ("fp16" if g.get("fp16") else "fp32")
-    return PlanInput(
-        shape=ModelShape.resolve(model_path), load_in_4bit=cfg.load_in_4bit, lora=cfg.lora, lora_r=cfg.lora_r,
-        full_finetune=not cfg.lora, optim=g.get("optim", "adamw_torch"),
-        gradient_checkpointing=g.get("gradient_checkpointing", False),
-        num_generations=g.get("num_generations", 8),
-        per_device_train_batch_size=g.get("per_device_train_batch_size", 8),
-        max_prompt_tokens=min(prompt_tokens or cfg.max_prompt_tokens, cfg.max_prompt_tokens),
-        max_completion_length=g.get("max_completion_length", 256), dtype=dtype, use_vllm=g.get("use_vllm", False),
-        vllm_gpu_memory_utilization=cfg.gpu_memory_utilization, beta=g.get("beta", 0.0),
-        unsloth=models.select_backend(cfg.backend, cuda=card_gb is not None).name == "unsloth", card_gb=card_gb,
-    )
-
-
-def memory_line(cfg: RunConfig, model_path: str, prompt_tokens: int) -> str:
-    """One line for the pre-training report: the planner's peak estimate against this machine."""
-    from grpo_fast.plan import estimate
-
-    card = gpu_memory_gb()
-    try:
-        plan = estimate(plan_input(cfg, model_path, card, prompt_tokens))
-    except UserError:
-        return f"memory plan: skipped (no config for {model_path} without the network)"
-    where = f"of {card:.1f} GiB on this GPU" if card else "(no GPU: this is RAM, an upper bound)"
-    verdict = "" if card is None or plan.total_gb <= card else "  WARNING: over the card; see `grpo-fast plan`"
-    return f"memory plan: peak about {plan.total_gb:.1f} GiB {where}{verdict}"
-
-
-# --------------------------------------------------------------------------- training
+# Keys a checkpoint depends on: resuming with another value would train a different model.
+RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_modules", "num_generations",
+               "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "stages")
 
 
 @dataclass
@@ -267,79 +35,119 @@ class RunResult:
     steps: int
     reward_first: float
     reward_last: float
-    reward_max: float
+    reward_max: float | None
     wall_s: float
     s_per_step: float
     backend: str
 
     def text(self) -> str:
+        top = f"  (max possible {self.reward_max:g})" if self.reward_max is not None else ""
         return (f"reward (mean of first 5 -> last 5 logged steps): {self.reward_first:.3f} -> {self.reward_last:.3f}"
-                f"  (max possible {self.reward_max:g})\n"
-                f"{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend {self.backend})\n"
-                f"artifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, reward_curve.png, adapter/)")
+                f"{top}\n{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend "
+                f"{self.backend})\nartifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, "
+                f"reward_curve.png, adapter/)")
 
 
-def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, callbacks: list | None = None) -> Any:
-    """TRL's GRPOTrainer with the recipe's rewards; the rewards' weights go to GRPOConfig.reward_weights."""
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+def train(config: str | RunConfig | None = None, *, force: bool = False, resume: str | Path | None = None,
+          **overrides: Any) -> RunResult:
+    """Train a recipe name, a YAML file or a RunConfig, with ``overrides`` of any key; evaluate; report.
 
-    from grpo_fast.rewards.guard import guard_rewards
+    ``resume``: a run directory (its newest complete checkpoint, stage by stage) or a checkpoint folder;
+    the optimizer, scheduler, RNG and data position come back with it. The run directory is created only
+    after every check passed, and nothing in a resumed one changes before its checkpoint has loaded.
+    """
+    if resume is not None and config is None:
+        config = str(run_of(Path(resume)) / rundir.CONFIG)
+    cfg = config if isinstance(config, RunConfig) and not overrides else resolve_config(config, overrides)
+    stages = cfg.stage_list
+    staged = cfg.stages is not None
+    point = checkpoints.resume_point(resume, [s.name for s in stages] if staged else None) if resume else None
+    if point is not None:
+        cfg.run_dir = str(point.run_dir)
+    preps = [prepare(stage.cfg, force=force) for stage in stages]  # every stage checked before any weights
+    main = rundir.is_main_process()
+    if main:
+        print("\n".join(preps[0].report), flush=True)
+    loaded = models.load_model(cfg)
+    if cfg.difficulty_filter:
+        difficulty_filter(preps, loaded, cfg.difficulty_filter)
+    run_dir = open_run_dir(cfg, preps[0], point)
+    start, steps, done, results = time.time(), 0, 0, []
+    try:
+        for index, (stage, prep) in enumerate(zip(stages, preps)):
+            if point and index < point.stage:
+                continue
+            resuming = point is not None and index == point.stage
+            if resuming and point.weights is not None:
+                models.load_weights(loaded.model, point.weights)
+            if staged and main:
+                print(f"stage {stage.name}: {'SFT warm-up' if stage.sft else 'GRPO'}", flush=True)
+            offset = point.offset if resuming else steps
+            result = run_stage(stage, prep, loaded, run_dir, staged=staged, offset=offset,
+                               checkpoint=point.checkpoint if resuming else None,
+                               resume_step=point.step if resuming else None)
+            steps = offset + result.steps
+            done += result.steps - (checkpoints.step_of(point.checkpoint) if resuming and point.checkpoint else 0)
+            results.append(result)
+            if staged and main:
+                checkpoints.mark_stage_done(run_dir, stage.name, result.steps, loaded.model)
+            if result.stopped and cfg.on_alarm == "stop":
+                break
+    except (OSError, RuntimeError) as err:
+        raise write_error(err, run_dir) from None
+    wall = time.time() - start
+    result = RunResult(run_dir, steps, *reward_span(run_dir), preps[-1].rewards.max_total, wall,
+                       wall / max(1, done), loaded.backend.name)
+    if main:
+        save_run(run_dir, cfg, loaded, result, [r.monitor.summary() for r in results if r.monitor])
+        if cfg.evaluate:
+            finish_with_evaluation(run_dir)
+    return result
 
-    cfg = prep.cfg
-    grpo = {**cfg.grpo, "reward_weights": prep.rewards.weights}
-    args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
-    funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate, log_dir=output_dir.parent)
-    return GRPOTrainer(
-        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
-        train_dataset=Dataset.from_list(prep.train_rows), callbacks=callbacks,
-    )
+
+def run_of(path: Path) -> Path:
+    """The run directory of a run directory or of one of its checkpoints."""
+    return next((p for p in (path, *path.parents) if (p / rundir.CONFIG).is_file()), path)
 
 
-# Keys a checkpoint depends on: resuming with another value would train a different model.
-RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_modules", "num_generations",
-               "per_device_train_batch_size", "gradient_accumulation_steps", "seed")
+def open_run_dir(cfg: RunConfig, prep: Prepared, point: checkpoints.ResumePoint | None) -> Path:
+    """A new run directory with config.yaml, versions.json and the held-out rows; or the one being resumed,
+    checked against the config (nothing in it changes until the checkpoint has loaded)."""
+    if point is not None:
+        check_resumable(cfg, point.run_dir)
+        print(point.describe([s.name for s in cfg.stage_list]), flush=True)
+        return point.run_dir
+    run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
+    if rundir.is_main_process():
+        rundir.write_yaml(run_dir / rundir.CONFIG, cfg.to_dict())
+        rundir.write_json(run_dir / "versions.json", rundir.versions())
+        rundir.write_jsonl(run_dir / rundir.HELDOUT, prep.eval_rows)
+    return run_dir
 
 
 def check_resumable(cfg: RunConfig, run_dir: Path) -> None:
     """Refuse a checkpoint whose run used another model or training shape."""
-    saved = rundir.read_yaml(run_dir / "config.yaml")
+    saved = rundir.read_yaml(run_dir / rundir.CONFIG)
     now = cfg.to_dict()
     diffs = [f"{k}: checkpoint {saved.get(k)!r}, now {now.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != now.get(k)]
     if diffs:
         raise UserError("the checkpoint comes from a run with another model or config:\n  " + "\n  ".join(diffs),
-                        str(run_dir / "config.yaml"), "resume with that run's config, or start a new run")
+                        str(run_dir / rundir.CONFIG), "resume with that run's config, or start a new run")
 
 
-def open_run_dir(cfg: RunConfig, resume: str | None) -> tuple[Path, Path | None]:
-    """A new run directory, or the one being resumed with its newest (or named) checkpoint."""
-    if resume is None:
-        run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
-        rundir.write_yaml(run_dir / "config.yaml", cfg.to_dict())
-        rundir.write_json(run_dir / "versions.json", rundir.versions())
-        return run_dir, None
-    run_dir, checkpoint = rundir.resume_point(resume)
-    check_resumable(cfg, run_dir)
-    if rundir.is_main_process():
-        rundir.truncate_step_logs(run_dir, rundir.step_of(checkpoint))
-        (run_dir / rundir.SUMMARY).unlink(missing_ok=True)
-    print(f"resuming {run_dir} from {checkpoint.name}", flush=True)
-    return run_dir, checkpoint
-
-
-def difficulty_filter(prep: Prepared, loaded: models.LoadedModel, k: int) -> None:
+def difficulty_filter(preps: list[Prepared], loaded: models.LoadedModel, k: int) -> None:
     """Sample k completions per prompt with the base model; drop prompts solved always or never (no signal)."""
-    from grpo_fast.evaluate import _score, generate
+    from grpo_fast.evaluate import generate
+    from grpo_fast.rewards import score_rows
 
-    rows = prep.train_rows
-    fn = prep.rewards.funcs[prep.rewards.names.index(prep.rewards.correctness)]
+    prep = preps[0]
+    rows, args, rewards = prep.train_rows, prep.cfg.args, prep.rewards
     groups = generate(loaded.model, loaded.tokenizer, [r["prompt"] for r in rows], n=k, greedy=False,
-                      max_new_tokens=prep.cfg.grpo.get("max_completion_length", 256),
-                      temperature=prep.cfg.grpo.get("temperature", 1.0))
+                      max_new_tokens=args.max_completion_length, temperature=args.temperature)
     kept, always, never = [], 0, 0
     for row, group in zip(rows, groups):
-        scores = _score(fn, [row] * k, [text for text, _ in group])
-        solved = sum(1 for x in scores if x is not None and x >= prep.rewards.correctness_max - 1e-9)
+        scores = score_rows(rewards.judge, [row] * k, [text for text, _ in group])
+        solved = sum(1 for x in scores if x is not None and x >= rewards.correctness_max - 1e-9)
         always += solved == k
         never += solved == 0
         if 0 < solved < k:
@@ -350,128 +158,69 @@ def difficulty_filter(prep: Prepared, loaded: models.LoadedModel, k: int) -> Non
     if not kept:
         raise UserError(line + ": nothing left to learn from", prep.cfg.where("difficulty_filter"),
                         "set difficulty_filter: 0, or use an easier/harder dataset or a larger k")
-    prep.train_rows = kept
-    prep.report.append(line)
+    for each in preps:
+        each.train_rows = kept
+        each.report.append(line)
 
 
-def memory_check(cfg: RunConfig, run_dir: Path) -> Any:
-    """On CUDA only: a callback comparing the plan with the measured peak after two steps."""
-    from grpo_fast.callbacks import MemoryCheck
-    from grpo_fast.plan import estimate
+def reward_span(run_dir: Path) -> tuple[float, float]:
+    """Mean total reward of the first 5 and the last 5 logged steps."""
+    rewards = [m["reward"] for m in rundir.read_jsonl(run_dir / "metrics.jsonl")
+               if m.get("reward") is not None and not math.isnan(m["reward"])]
+    return sum(rewards[:5]) / max(1, len(rewards[:5])), sum(rewards[-5:]) / max(1, len(rewards[-5:]))
 
-    card = gpu_memory_gb()
-    if card is None:
-        return None
+
+def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, result: RunResult, health: list) -> None:
+    """The trained adapter (swapped in whole), the reward curve, then summary.json: the run is finished."""
+    from grpo_fast.report import plot_rewards
+
+    tmp, adapter = run_dir / ".adapter.tmp", run_dir / rundir.ADAPTER
+    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        return MemoryCheck(estimate(plan_input(cfg, models.resolve_model_path(cfg.model), card)), run_dir)
-    except UserError:
-        return None
-
-
-def run_stage(stage: Stage, prep: Prepared, loaded: models.LoadedModel, run_dir: Path, offset: int,
-              checkpoint: Path | None, staged: bool) -> tuple[int, Any]:
-    """Train one stage on the shared model; return the steps it took and its health monitor."""
-    from grpo_fast.callbacks import AdaptiveWeights, RunLogger
-    from grpo_fast.health import HealthMonitor
-    from grpo_fast.rewards.combine import AdaptiveRewardScaler
-    from grpo_fast.rewards.guard import RewardFailure
-
-    cfg = stage.cfg
-    out = run_dir / ("stages" if staged else "") / (stage.name if staged else "") / rundir.CHECKPOINTS
-    logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None)
-    if stage.sft:
-        from grpo_fast.stages import sft_warmup
-
-        return sft_warmup(prep, loaded, out, [logger]), None
-    monitor = HealthMonitor.for_prepared(run_dir, prep, on_alarm=cfg.on_alarm) if cfg.health else None
-    adaptive = None
-    if cfg.adaptive_rewards:
-        low, high = cfg.adaptive_bounds
-        scaler = AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low, w_max=high)
-        adaptive = AdaptiveWeights(scaler)
-    callbacks = [c for c in (adaptive, logger, monitor, memory_check(cfg, run_dir)) if c is not None]
-    trainer = build_trainer(prep, loaded, out, callbacks=callbacks)
-    logger.attach(trainer)
-    if adaptive:
-        adaptive.trainer = trainer
-    try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    except RewardFailure:
-        trainer._save_checkpoint(trainer.model, None)  # keep the work done; --resume after fixing the reward
-        raise
-    if monitor and monitor.stopped_by:
-        print(monitor.stopped_by.text(), flush=True)
-    return trainer.state.global_step, monitor
-
-
-def train(cfg: RunConfig, force: bool = False, resume: str | None = None) -> RunResult:
-    """Check every stage, load, train, write artifacts. The run directory is created only after all checks.
-
-    ``resume``: a run directory (its newest complete checkpoint) or a checkpoint folder; the optimizer,
-    scheduler, RNG and data position come back with it (Trainer's resume_from_checkpoint).
-    """
-    from grpo_fast.stages import stage_configs
-
-    main = rundir.is_main_process()
-    stages = stage_configs(cfg)
-    staged = cfg.stages is not None
-    if resume is not None:
-        if staged:
-            raise UserError("--resume of a multi-stage run is not supported yet", cfg.where("stages"),
-                            "run the remaining stages as a new run from the exported adapter")
-        cfg.run_dir = str(rundir.resume_point(resume)[0])
-    preps = [prepare(stage.cfg, force=force) for stage in stages]  # every stage checked before any weights
-    if main:
-        print("\n".join(preps[0].report), flush=True)
-    loaded = models.load_model(cfg)
-    if cfg.difficulty_filter:
-        difficulty_filter(preps[0], loaded, cfg.difficulty_filter)
-        for prep in preps[1:]:
-            prep.train_rows = preps[0].train_rows
-    run_dir, checkpoint = open_run_dir(cfg, resume)
-    start, steps, monitors = time.time(), 0, []
-    for stage, prep in zip(stages, preps):
-        if staged and main:
-            print(f"stage {stage.name}: {'SFT warm-up' if stage.sft else 'GRPO'}", flush=True)
-        taken, monitor = run_stage(stage, prep, loaded, run_dir, steps, checkpoint, staged)
-        steps += taken
-        monitors.append(monitor)
-        if monitor and monitor.stopped_by and cfg.on_alarm == "stop":
-            break
-    wall = time.time() - start
-    if main:
-        loaded.model.save_pretrained(str(run_dir / ".adapter.tmp"))
-    metrics = [m for m in rundir.read_jsonl(run_dir / "metrics.jsonl") if m.get("reward") is not None]
-    rewards = [m["reward"] for m in metrics if not math.isnan(m["reward"])]
-    done = steps - (rundir.step_of(checkpoint) if checkpoint else 0)
-    result = RunResult(
-        run_dir=run_dir, steps=steps,
-        reward_first=sum(rewards[:5]) / max(1, len(rewards[:5])),
-        reward_last=sum(rewards[-5:]) / max(1, len(rewards[-5:])),
-        reward_max=preps[-1].rewards.max_total, wall_s=wall, s_per_step=wall / max(1, done),
-        backend=loaded.backend.name,
-    )
-    if main:
-        adapter = run_dir / "adapter"
+        loaded.model.save_pretrained(str(tmp))
+        loaded.tokenizer.save_pretrained(str(tmp))
         if adapter.exists():
-            import shutil
-
             shutil.rmtree(adapter)
-        (run_dir / ".adapter.tmp").replace(adapter)
-        loaded.tokenizer.save_pretrained(str(adapter))
-        rundir.plot_rewards(metrics, run_dir / "reward_curve.png", f"grpo_fast {cfg.recipe}: reward per step")
-        health = [m.summary() for m in monitors if m]
-        rundir.write_json(run_dir / rundir.SUMMARY, {**result.__dict__, "run_dir": str(run_dir), "health": health})
-        if cfg.evaluate:
-            finish_with_evaluation(run_dir, cfg)
-    return result
+        tmp.replace(adapter)
+    except OSError as err:
+        raise write_error(err, run_dir) from None
+    plot_rewards(rundir.read_jsonl(run_dir / "metrics.jsonl"), run_dir / "reward_curve.png",
+                 f"grpo_fast {cfg.recipe}: reward per step", result.reward_max)
+    rundir.write_json(run_dir / rundir.SUMMARY, {**asdict(result), "run_dir": str(run_dir), "health": health})
 
 
-def finish_with_evaluation(run_dir: Path, cfg: RunConfig) -> None:
+def write_error(err: OSError | RuntimeError, run_dir: Path) -> UserError | OSError | RuntimeError:
+    """A failed write (disk full, no permission) as one message: the path, what it needs, what is intact.
+    Any other error is returned as it is (a bug, not the user's disk)."""
+    code = getattr(err, "errno", None)
+    if isinstance(err, RuntimeError) and ("write failed" in str(err) or "failed writing" in str(err)):
+        code = errno.ENOSPC if shutil.disk_usage(run_dir).free < 64 * 2**20 else errno.EIO  # torch.save's wording
+    if code not in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO):
+        return err
+    target = getattr(err, "filename", None) or run_dir
+    free = shutil.disk_usage(run_dir if run_dir.exists() else Path.cwd()).free / 2**20
+    newest = sorted((c for folder in [run_dir / checkpoints.CHECKPOINTS,
+                                      *run_dir.glob(f"{checkpoints.STAGES}/*/{checkpoints.CHECKPOINTS}")]
+                     for c in checkpoints.complete(folder)), key=lambda c: c.stat().st_mtime)
+    kept = f"; checkpoints up to {newest[-1].name} are intact: grpo-fast train --resume {run_dir}" if newest else ""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        need = sum(p.stat().st_size for p in newest[-1].rglob("*") if p.is_file()) if newest else 0
+        size = f" (a checkpoint takes about {need / 2**20:.1f} MiB)" if need else ""
+        return UserError(f"the disk is full: cannot write {target} ({free:.1f} MiB free){size}", str(target),
+                         f"free space or choose another run_dir{kept}")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return UserError(f"no permission to write {target}: {getattr(err, 'strerror', err)}", str(target),
+                         f"make the folder writable or choose another run_dir{kept}")
+    if code == errno.EIO:
+        return UserError(f"cannot write {target}: {err}", str(target), f"check the disk{kept}")
+    return err
+
+
+def finish_with_evaluation(run_dir: Path) -> None:
     """Base vs trained on the held-out rows (eval.json), then report.html; printed as a small table."""
     from grpo_fast.evaluate import evaluate_run, format_table
     from grpo_fast.report import write_report
 
-    evaluation = evaluate_run(run_dir, k=cfg.eval_k)
+    evaluation = evaluate_run(run_dir)
     print("held-out evaluation, base vs trained:\n" + format_table(evaluation["comparison"]), flush=True)
     print(f"report: {write_report(run_dir)}", flush=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_fast.config import build_config, parse_overrides, read_yaml
+from grpo_fast.config import build_config
 from grpo_fast.errors import UserError
-from grpo_fast.train import resolve_config
+from grpo_fast.resolve import parse_overrides, read_yaml, resolve_config
 
 
 def test_recipe_defaults_file_and_overrides_layer_in_order(tmp_path):
@@ -18,7 +18,7 @@ def test_recipe_defaults_file_and_overrides_layer_in_order(tmp_path):
     assert cfg.grpo["max_steps"] == 3  # command line beats file
     assert cfg.grpo["beta"] == 0.04  # any GRPOConfig field passes through
     assert cfg.grpo["bf16"] is False and cfg.profile == "cpu"  # CPU-safe default, TRL's bf16 would fail
-    assert cfg.source["learning_rate"].endswith("run.yaml:2")
+    assert cfg.where("learning_rate").endswith("run.yaml:2)")
 
 
 def test_unknown_key_names_file_line_and_suggests(tmp_path):
@@ -36,14 +36,14 @@ def test_removed_trl_key_explains_replacement():
 
 
 def test_wrong_type_is_rejected_with_key():
-    with pytest.raises(UserError, match="'lora_r' must be int"):
+    with pytest.raises(UserError, match="'lora_r' input should be a valid integer"):
         build_config([({"lora_r": "big"}, "test")])
     with pytest.raises(UserError, match="'num_generations'"):
         build_config([({"num_generations": 2.5}, "test")])
 
 
 def test_generation_batch_must_divide_by_group_size():
-    with pytest.raises(UserError, match="not divisible by num_generations 3"):
+    with pytest.raises(UserError, match=r"must be divisible by num_generations \(3\)"):
         resolve_config("demo", ["num_generations=3"])
     cfg = resolve_config("demo", ["num_generations=4", "per_device_train_batch_size=4"])
     assert cfg.grpo["num_generations"] == 4
@@ -86,7 +86,7 @@ def test_unknown_recipe_suggests():
 def test_to_dict_is_flat_and_round_trips(tmp_path):
     cfg = resolve_config("demo", ["max_steps=2"])
     flat = cfg.to_dict()
-    assert flat["max_steps"] == 2 and "grpo" not in flat and "source" not in flat
+    assert flat["max_steps"] == 2 and "grpo" not in flat
     again = build_config([(flat, "round trip")])
     assert again.to_dict() == flat
 

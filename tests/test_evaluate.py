@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -12,6 +11,8 @@ from grpo_fast import rundir
 from grpo_fast.errors import UserError
 from grpo_fast.evaluate import EVAL_FILE, compare, evaluate, evaluate_run, format_table, generate, pass_at_k
 from grpo_fast.recipes import demo
+from grpo_fast.rewards import RewardSet
+from grpo_fast.rewards.base import reward_meta
 
 
 @pytest.mark.parametrize("n, c, k, expected", [
@@ -46,14 +47,16 @@ def tiny():
     return tiny_model(tok), tok
 
 
-def _recipe(correct_always: bool):
+def _rewards(correct_always: bool) -> RewardSet:
+    @reward_meta("correctness", 0.0, 2.0)
     def sum_correct(completions, answer, **kw):
         return [2.0 if correct_always else 0.0 for _ in completions]
 
+    @reward_meta("format", 0.0, 1.0)
     def answer_tags(completions, **kw):
         return [1.0, 0.5] * (len(completions) // 2) + [1.0] * (len(completions) % 2)
 
-    return dataclasses.replace(demo.RECIPE, reward_funcs=lambda: [answer_tags, sum_correct])
+    return RewardSet("test", ((answer_tags, 1.0), (sum_correct, 1.0)), "sum_correct", "answer_tags")
 
 
 def test_generate_left_pads_and_counts_tokens(tiny):
@@ -72,19 +75,20 @@ def test_generate_left_pads_and_counts_tokens(tiny):
 def test_evaluate_metrics_on_the_tiny_model(tiny):
     model, tok = tiny
     rows = demo.make_rows(4, seed=1)
-    right = evaluate(model, tok, rows, _recipe(True), k=2, n=3, max_new_tokens=4, seed=0)
-    assert right["accuracy"] == 1.0 and right["pass@1"] == 1.0 and right["pass@2"] == 1.0
+    right = evaluate(model, tok, rows, _rewards(True), k=2, n=3, max_new_tokens=4, seed=0)
+    assert right["accuracy"] == 1.0 and right["score"] == 1.0 and right["pass@1"] == 1.0 and right["pass@2"] == 1.0
     assert right["format"] == 0.5 and right["n"] == 3 and 0 < right["mean_length"] <= 4
     assert len(right["examples"]) == 3 and right["examples"][0]["prompt"].startswith("What is")
-    wrong = evaluate(model, tok, rows, _recipe(False), k=2, max_new_tokens=4, seed=0)
+    wrong = evaluate(model, tok, rows, _rewards(False), k=2, max_new_tokens=4, seed=0)
     assert wrong["accuracy"] == 0.0 and wrong["pass@2"] == 0.0
     assert wrong["mean_length"] == right["mean_length"]  # same seed, same greedy completions
     table = compare(wrong, right)
-    assert [r["metric"] for r in table] == ["accuracy", "format", "mean_length", "clipped", "pass@1", "pass@2"]
+    assert [r["metric"] for r in table] == ["accuracy", "score", "format", "mean_length", "clipped", "pass@1",
+                                            "pass@2"]
     assert table[0] == {"metric": "accuracy", "base": 0.0, "trained": 1.0, "delta": 1.0}
     assert "accuracy" in format_table(table) and "+1.000" in format_table(table)
     with pytest.raises(UserError, match="no held-out rows"):
-        evaluate(model, tok, [], _recipe(True))
+        evaluate(model, tok, [], _rewards(True))
 
 
 def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
@@ -92,11 +96,14 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from grpo_fast.train import resolve_config
+    from grpo_fast.prepare import prepare
+    from grpo_fast.resolve import resolve_config
 
     run = tmp_path / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])
     rundir.write_yaml(run / "config.yaml", cfg.to_dict())
+    rows = prepare(cfg, force=True).eval_rows
+    rundir.write_jsonl(run / rundir.HELDOUT, rows)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
                            LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
     with torch.no_grad():
@@ -110,18 +117,15 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     assert result["settings"] == {"k": 2, "n": 2, "max_new_tokens": 4, "temperature": 1.0, "seed": 42,
                                   "batch_size": 16}
     assert result["base"]["rows"] == result["trained"]["rows"] == 4
-    assert [r["metric"] for r in result["comparison"]][:2] == ["accuracy", "format"]
+    assert [r["metric"] for r in result["comparison"]][:3] == ["accuracy", "score", "format"]
     assert result["base"]["examples"][0]["prompt"] == result["trained"]["examples"][0]["prompt"]
     base_texts = [e["completion"] for e in result["base"]["examples"]]
     assert base_texts != [e["completion"] for e in result["trained"]["examples"]]  # the adapter was applied
     # Base side really is the base model: the same as generating with no adapter at all.
     from transformers import AutoTokenizer
 
-    from grpo_fast.train import prepare
-
     plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    rows = prepare(cfg, force=True).eval_rows
     expected = [g[0][0] for g in generate(plain, tok, [r["prompt"] for r in rows[:3]], max_new_tokens=4)]
     assert base_texts == expected
 
@@ -131,5 +135,5 @@ def test_evaluate_run_refuses_a_folder_that_is_not_a_run(tmp_path):
         evaluate_run(tmp_path)
     assert "fix:" in str(info.value)
     (tmp_path / "config.yaml").write_text("recipe: demo\n")
-    with pytest.raises(UserError, match="no trained adapter"):
+    with pytest.raises(UserError, match="no trained weights"):
         evaluate_run(tmp_path)

@@ -132,19 +132,13 @@ def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
     assert monitor.stopped_by.kind == "low_reward_std"
 
 
-def test_for_recipe_takes_the_recipe_reward_names():
-    from grpo_fast.recipes import demo
+def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir):
+    from grpo_fast.prepare import prepare
+    from grpo_fast.resolve import resolve_config
 
-    monitor = HealthMonitor.for_recipe(None, demo.RECIPE, on_alarm="stop", window=3)
-    names = (monitor.format_reward, monitor.correctness_reward, monitor.reward_max)
-    assert names == ("answer_tags", "sum_correct", 3.0)
-    assert monitor.on_alarm == "stop" and monitor.window == 3
-
-
-def test_for_prepared_uses_the_runs_configured_rewards(tiny_model_dir):
-    from grpo_fast.train import prepare, resolve_config
-
-    prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
-    monitor = HealthMonitor.for_prepared(None, prep, window=3)
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "health={window: 3, max_kl: 0.2}", "on_alarm=stop"])
+    prep = prepare(cfg)
+    monitor = HealthMonitor.for_run(None, cfg.health, prep.rewards, cfg.on_alarm)
     assert (monitor.format_reward, monitor.correctness_reward) == ("answer_tags", "sum_correct")
-    assert monitor.reward_max == prep.rewards.max_total and monitor.window == 3
+    assert monitor.reward_max == prep.rewards.max_total == 3.0
+    assert (monitor.window, monitor.max_kl, monitor.trend_window, monitor.on_alarm) == (3, 0.2, 20, "stop")

@@ -13,9 +13,10 @@ import pytest
 
 from grpo_fast import infer
 from grpo_fast.errors import UserError
-from grpo_fast.export import load_run
 from grpo_fast.recipes.demo import SYSTEM_PROMPT
-from grpo_fast.train import resolve_config, train
+from grpo_fast.resolve import resolve_config
+from grpo_fast.rundir import Run
+from grpo_fast.train import train
 
 # Runs the chat subcommand as the user would, whether or not cli.py has registered it yet.
 _CHAT = """
@@ -72,7 +73,7 @@ def test_generate_writes_one_record_per_prompt(run_dir, tmp_path):
 
 
 def test_system_prompt_comes_from_the_recipe(run_dir):
-    info = load_run(run_dir)
+    info = Run.open(run_dir)
     assert infer.system_prompt(info) == SYSTEM_PROMPT
     msgs = infer.as_messages("hi", SYSTEM_PROMPT)
     assert msgs == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "hi"}]
@@ -81,7 +82,7 @@ def test_system_prompt_comes_from_the_recipe(run_dir):
 
 
 def test_chat_loop_keeps_history_and_resets(run_dir):
-    info = load_run(run_dir)
+    info = Run.open(run_dir)
     gen = infer.Generator(info, infer.select_engine("transformers"), max_new_tokens=4)
     seen = []
     real = gen.stream

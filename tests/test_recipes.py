@@ -6,15 +6,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from grpo_fast import data
+from grpo_fast.config import RunConfig, build_config
 from grpo_fast.errors import UserError
+from grpo_fast.prepare import prepare
 from grpo_fast.recipes import code, common, get_recipe, qa, summarization
 from grpo_fast.recipes import math as math_recipe
-from grpo_fast.train import prepare, resolve_config, train
+from grpo_fast.resolve import PROFILES, resolve_config
+from grpo_fast.rewards import score_rows
+from grpo_fast.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("math", "code", "qa", "summarization")
@@ -26,9 +29,10 @@ PRESET_REWARDS = {
 }
 
 
-def cfg_for(dataset: str | None, split: str = "train", split_set: bool = False) -> SimpleNamespace:
-    """The few RunConfig fields a recipe's ``rows`` reads."""
-    return SimpleNamespace(dataset=dataset, dataset_split=split, source={"dataset_split": "x"} if split_set else {})
+def cfg_for(dataset: str | None, split: str = "train", split_set: bool = False) -> RunConfig:
+    """A RunConfig naming ``dataset``; ``split_set``: the user chose the split (else a recipe default)."""
+    return build_config([(PROFILES["cpu"], "profile cpu"), ({"dataset": dataset}, "command line"),
+                         ({"dataset_split": split}, "command line" if split_set else "recipe test")])
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -37,10 +41,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def gold_scores(recipe, rows: list[dict]) -> list[float]:
-    fn = {f.__name__: f for f in recipe.reward_funcs()}[recipe.correctness]
-    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
-    completions = [[{"role": "assistant", "content": recipe.gold(r)}] for r in rows]
-    return fn(prompts=[r["prompt"] for r in rows], completions=completions, **columns)
+    return score_rows(recipe.rewards.judge, rows, [recipe.gold(r) for r in rows])
 
 
 # --------------------------------------------------------------------------- recipes as shipped
@@ -49,8 +50,8 @@ def gold_scores(recipe, rows: list[dict]) -> list[float]:
 @pytest.mark.parametrize("name", TASKS)
 def test_recipe_dry_run_on_offline_sample(name, tiny_model_dir):
     recipe = get_recipe(name)
-    assert recipe.name == name and recipe.correctness == PRESET_REWARDS[name][0]
-    assert [f.__name__ for f in recipe.reward_funcs()] == PRESET_REWARDS[name]
+    assert recipe.name == name and recipe.rewards.correctness == PRESET_REWARDS[name][0]
+    assert recipe.rewards.names == PRESET_REWARDS[name]
     prep = prepare(resolve_config(name, [f"model={tiny_model_dir}"]))
     gold = next(line for line in prep.report if line.startswith("gold self-test"))
     checked, total = gold.split()[2].split("/")
@@ -61,12 +62,10 @@ def test_recipe_dry_run_on_offline_sample(name, tiny_model_dir):
 
 
 @pytest.mark.parametrize("name", TASKS)
-def test_reward_max_is_the_sum_of_weighted_maxima(name):
-    recipe = get_recipe(name)
-    funcs = recipe.reward_funcs()
-    best = sum(w * (f.reward_range[1] if hasattr(f, "reward_range") else 1.0)
-               for f, w in zip(funcs, recipe.reward_weights))
-    assert recipe.reward_max == pytest.approx(best)
+def test_reward_max_is_derived_from_the_weighted_maxima(name):
+    # The figures recipes once typed by hand, now derived from each reward's declared range.
+    expected = {"math": 3.2, "code": 3.0, "qa": 2.7, "summarization": 2.8}
+    assert get_recipe(name).rewards.max_total == pytest.approx(expected[name])
     cfg = resolve_config(name, [])
     assert cfg.grpo["learning_rate"] == 5.0e-6 and cfg.grpo["save_steps"] == 100
     assert cfg.grpo["max_completion_length"] == (512 if name in ("math", "code") else 256)
@@ -79,7 +78,7 @@ def test_recipe_prompts_resist_the_reward_probes(name, dataset):
 
     recipe = get_recipe(name)
     rows = recipe.rows(cfg_for(dataset))
-    report = run_check(recipe.reward_funcs(), rows[::7], correctness=recipe.correctness, max_rows=6)
+    report = run_check(recipe.rewards, rows[::7], gold=recipe.gold, probes=recipe.probes, max_rows=6)
     assert report.ok, report.table()
 
 
@@ -106,7 +105,7 @@ def test_recipe_trains_a_step_on_the_embedded_model(name, in_tmp):
     cfg = resolve_config(name, ["max_steps=1", "max_completion_length=8", "num_generations=2",
                                 "per_device_train_batch_size=2", "eval_rows=2", "evaluate=false"])
     result = train(cfg)
-    assert result.steps == 1 and result.run_dir.is_dir() and result.reward_max == get_recipe(name).reward_max
+    assert result.steps == 1 and result.run_dir.is_dir() and result.reward_max == get_recipe(name).rewards.max_total
     metrics = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(f"rewards/{r}/mean" in metrics[0] for r in PRESET_REWARDS[name]), sorted(metrics[0])
     assert (result.run_dir / "adapter" / "adapter_config.json").exists()
@@ -193,7 +192,7 @@ def test_hub_ids_get_known_config_and_split(monkeypatch):
         calls.append((name, split, config))
         return [{"question": "q", "answer": "#### 1"}]
 
-    monkeypatch.setattr(data, "_read_hub", fake_hub)
+    monkeypatch.setattr(data, "read_hub", fake_hub)
     math_recipe.rows(cfg_for("openai/gsm8k"))
     math_recipe.rows(cfg_for("openai/gsm8k:socratic", split="test", split_set=True))
     assert calls == [("openai/gsm8k", "train", "main"), ("openai/gsm8k", "test", "socratic")]

@@ -5,25 +5,43 @@ from __future__ import annotations
 import pytest
 
 import grpo_fast.rewards as R
-from grpo_fast.rewards.check import SAMPLE_ROWS, check_preset, gold_completion, infer_kind, run_check
+from grpo_fast.config import RunConfig
+from grpo_fast.recipes import get_recipe, recipe_for_preset
+from grpo_fast.rewards.check import answer_probes, gold_failures, run_check
 
 
-@pytest.mark.parametrize("name", ["math_reasoning", "code_generation", "summarization", "qa"])
-def test_presets_pass_their_own_check(name):
-    report = check_preset(name)
+def sample_rows(name: str) -> list[dict]:
+    return get_recipe(name).rows(RunConfig(recipe=name))
+
+
+@pytest.mark.parametrize("name", ["math", "code", "summarization", "qa"])  # TODO demo after its redesign
+def test_recipes_pass_their_own_check(name):
+    recipe = get_recipe(name)
+    report = run_check(recipe.rewards, sample_rows(name), gold=recipe.gold, probes=recipe.probes)
     assert report.ok, report.table()
     assert any(line.check == "gold" for line in report.lines)
+    assert {line.check for line in report.lines} >= {"empty", "echo_prompt", "wrong_answer"}
 
 
-def test_gold_builders():
-    assert "<answer>\n72\n</answer>" in gold_completion(SAMPLE_ROWS["math"][0], "math")
-    assert "```python\ndef add" in gold_completion(SAMPLE_ROWS["code"][0], "code")
-    qa = gold_completion(SAMPLE_ROWS["qa"][0], "qa")
-    assert "<answer>1889</answer>" in qa and '"' in qa and "[encyclopedia]" in qa
-    row = SAMPLE_ROWS["summarization"][0]
-    assert gold_completion(row, "summarization") == row["summary"]
-    kinds = [infer_kind(SAMPLE_ROWS[k]) for k in ("math", "code", "qa", "summarization")]
-    assert kinds == ["math", "code", "qa", "summarization"]
+def test_each_preset_has_its_recipe():
+    for preset in (R.MATH_REASONING_REWARDS, R.CODE_GENERATION_REWARDS, R.SUMMARIZATION_REWARDS, R.QA_REWARDS):
+        assert recipe_for_preset(preset).rewards is preset
+
+
+def test_gold_builders_write_what_the_prompts_ask_for():
+    math_row, code_row = sample_rows("math")[0], sample_rows("code")[0]
+    assert f"<answer>\n{math_row['answer']}\n</answer>" in get_recipe("math").gold(math_row)
+    assert get_recipe("code").gold(code_row).startswith("Here is the solution.\n```python\n")
+    qa_row = next(r for r in sample_rows("qa") if r["context"] and r["source"])
+    qa = get_recipe("qa").gold(qa_row)
+    assert f"<answer>{qa_row['answer'][0]}</answer>" in qa and '"' in qa and f"[{qa_row['source']}]" in qa
+    row = sample_rows("summarization")[0]
+    assert get_recipe("summarization").gold(row) == row["summary"]
+
+
+def _math_rows():
+    return [{"prompt": [{"role": "user", "content": "Natalia sold 48 clips in April and half as many in May. "
+                                                    "How many in all?"}], "answer": "72"}]
 
 
 def test_hackable_reward_is_flagged():
@@ -33,7 +51,10 @@ def test_hackable_reward_is_flagged():
     def substring_match(prompts, completions, answer, **kw):  # classic bug: any mention of the gold counts
         return [1.0 if a in R.completion_text(c) else 0.0 for c, a in zip(completions, answer)]
 
-    report = run_check([always_one, substring_match], SAMPLE_ROWS["math"], correctness="substring_match")
+    recipe = get_recipe("math")
+    rewards = R.RewardSet("test", ((always_one, 1.0), (substring_match, 1.0)), correctness="substring_match")
+    report = run_check(rewards, _math_rows(), gold=recipe.gold,
+                       probes=answer_probes(lambda row: row["answer"], recipe.gold))
     assert not report.ok
     flagged = {(ln.check, ln.reward) for ln in report.failures}
     assert ("empty", "always_one") in flagged
@@ -49,19 +70,30 @@ def test_gold_not_recognised_and_errors_fail():
     def boom(prompts, completions, **kw):
         raise RuntimeError("broken")
 
-    report = run_check([never, boom], SAMPLE_ROWS["qa"], correctness=["never", "boom", "missing"])
-    notes = {ln.reward: ln.note for ln in report.failures if ln.check == "gold"}
-    assert "not recognised" in notes["never"] and "RuntimeError" in notes["boom"] and "missing" in notes
+    gold = get_recipe("qa").gold
+    for judge, note in ((never, "not recognised"), (boom, "RuntimeError")):
+        rewards = R.RewardSet("test", ((judge, 1.0),), correctness=judge.__name__)
+        report = run_check(rewards, sample_rows("qa"), gold=gold)
+        assert note in {ln.reward: ln.note for ln in report.failures if ln.check == "gold"}[judge.__name__]
+    missing = R.RewardSet("test", ((never, 1.0),), correctness="missing")
+    assert any("not in list" in ln.note for ln in run_check(missing, sample_rows("qa"), gold=gold).failures)
 
 
-def test_correctness_defaults_to_marked_rewards(capsys):
-    report = run_check([R.math_accuracy_reward, R.soft_xml_format_reward], SAMPLE_ROWS["math"][:1])
-    assert report.correctness == ["math_accuracy_reward"] and report.ok
-    report.print()
+def test_report_prints(capsys):
+    recipe = get_recipe("math")
+    run_check(recipe.rewards, _math_rows(), gold=recipe.gold).print()
     assert "reward check" in capsys.readouterr().out
 
 
+def test_gold_failures_names_the_rows():
+    recipe = get_recipe("math")
+    rows = _math_rows() + [{**_math_rows()[0], "answer": "73"}]
+    checked, failures = gold_failures(recipe.rewards, rows, lambda row: "<answer>72</answer>")
+    assert checked == 2 and len(failures) == 1 and failures[0].startswith("row 1:")
+
+
 def test_code_early_exit_probe_runs():
-    report = check_preset(R.CODE_GENERATION_REWARDS)
+    recipe = get_recipe("code")
+    report = run_check(recipe.rewards, sample_rows("code"), gold=recipe.gold, probes=recipe.probes)
     exits = [ln for ln in report.lines if ln.check in ("early_exit", "os_exit")]
     assert exits and all(ln.ok and ln.score == 0.0 for ln in exits)

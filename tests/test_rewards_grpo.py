@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
 import grpo_fast.rewards as R
-from grpo_fast.rewards.check import SAMPLE_ROWS
+from grpo_fast.config import RunConfig
+from grpo_fast.recipes import recipe_for_preset
 
 try:
     from tests.tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
@@ -23,12 +23,9 @@ def tokenizer():
     return tiny_tokenizer()
 
 
-def test_tiny_builders_are_fast(tokenizer):
-    tiny_model(tokenizer)  # warm the imports: the budget is for building, not for importing torch
-    start = time.perf_counter()
+def test_tiny_builders(tokenizer):
     tok = tiny_tokenizer()
     model = tiny_model(tok)
-    assert time.perf_counter() - start < 2.0
     assert tok.pad_token_id is not None and tok.chat_template
     ids = tok.apply_chat_template([{"role": "user", "content": "héllo 你好"}], add_generation_prompt=True)
     assert tok.decode(ids if isinstance(ids, list) else ids["input_ids"]).endswith("<|assistant|>")
@@ -41,7 +38,8 @@ def test_tiny_builders_are_fast(tokenizer):
     ids=lambda p: p.name,
 )
 def test_one_grpo_step(preset, tokenizer, tmp_path):
-    rows = (SAMPLE_ROWS[preset.kind] * 4)[:4]
+    recipe = recipe_for_preset(preset)
+    rows = (recipe.rows(RunConfig(recipe=recipe.name)) * 4)[:4]
     trainer = tiny_grpo_trainer(tokenizer, preset.funcs, preset.weights, rows, tmp_path)
     trainer.train()
     logs = trainer.state.log_history[0]

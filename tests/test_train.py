@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,9 +11,11 @@ import yaml
 from safetensors.torch import load_file
 from tiny import VARIED_REWARDS
 
-from grpo_fast import train as train_mod
+from grpo_fast import models
 from grpo_fast.errors import UserError
-from grpo_fast.train import prepare, resolve_config, train
+from grpo_fast.prepare import prepare
+from grpo_fast.resolve import resolve_config
+from grpo_fast.train import train
 
 
 def _assert_run_dir(run_dir, steps, rewards=("answer_tags", "sum_correct")):
@@ -45,7 +48,8 @@ def test_dry_run_loads_no_weights_and_writes_nothing(tiny_model_dir, in_tmp, mon
     def boom(cfg):
         raise AssertionError("dry run must not load weights")
 
-    monkeypatch.setattr(train_mod.models, "load_model", boom)
+    monkeypatch.setattr(models, "load_model", boom)
+    monkeypatch.setattr(models, "embedded_model_dir", boom)
     prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
     assert any("gold self-test: 32/32" in line for line in prep.report)
     assert any(line.startswith("memory plan") for line in prep.report)
@@ -59,7 +63,9 @@ def test_gold_self_test_refuses_a_broken_reward(tiny_model_dir, in_tmp, monkeypa
         return [0.0] * len(completions)
 
     never_right.__name__ = "sum_correct"
-    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": lambda: [demo.answer_tags, never_right]})
+    never_right.reward_range = (0.0, 2.0)
+    rewards = dataclasses.replace(demo.REWARDS, rewards=((demo.answer_tags, 1.0), (never_right, 1.0)))
+    broken = dataclasses.replace(demo.RECIPE, rewards=rewards)
     monkeypatch.setattr(demo, "RECIPE", broken)
     cfg = resolve_config("demo", [f"model={tiny_model_dir}"])
     with pytest.raises(UserError, match="gold self-test failed"):

@@ -12,31 +12,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.rewards.check import Probe
+from grpo_fast.rewards.presets import RewardSet
 
 NAMES = ("demo", "math", "code", "qa", "summarization")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One task. ``rows`` yields mapped rows: a chat ``prompt`` plus the gold columns the rewards read."""
+    """One task and everything the kit knows about it; every other module reads the task from here."""
 
     name: str
     description: str
+    system_prompt: str
+    """The system message of every prompt (``chat``/``generate`` use it too)."""
     rows: Callable[[Any], list[dict]]
-    """Load and map the dataset for a RunConfig (offline sample when ``dataset`` is None)."""
-    reward_funcs: Callable[[], list[Callable]]
-    """The reward functions, built fresh per run (some hold state)."""
-    reward_weights: list[float]
-    correctness: str
-    """``__name__`` of the reward that says whether an answer is right (gold self-test, evaluation)."""
-    gold: Callable[[dict], str]
-    """A completion that must earn full correctness for a mapped row (the gold self-test)."""
-    correctness_max: float = 1.0
-    """What the correctness reward gives a right answer."""
-    reward_max: float = 1.0
-    """Highest weighted total reward a completion can earn (reported beside the reward curve)."""
-    format_reward: str | None = None
-    """``__name__`` of the reward that measures format compliance (evaluation, health monitor)."""
+    """Load and map the dataset for a RunConfig (offline sample when ``dataset`` is unset): a chat ``prompt``
+    plus the gold columns the rewards read."""
+    rewards: RewardSet
+    """The reward preset: weighted rewards, the correctness judge and the format reward."""
+    gold: Callable[[dict], str | None]
+    """A completion that must earn full correctness for a mapped row (gold self-test, SFT warm-up)."""
+    probes: tuple[Probe, ...] = ()
+    """Task-specific reward-hacking probes for ``rewards check`` (the generic ones always run)."""
+    metric: str = "accuracy"
+    """Headline of the evaluation: ``accuracy`` (share of greedy answers at full correctness) or ``score``
+    (mean correctness score, for graded tasks such as ROUGE)."""
     required: tuple[str, ...] = ("prompt",)
     """Columns every mapped row must have, non-empty."""
     defaults: dict[str, Any] = field(default_factory=dict)
@@ -54,3 +55,12 @@ def get_recipe(name: str) -> Recipe:
         )
     module = importlib.import_module(f"grpo_fast.recipes.{name}")
     return module.RECIPE
+
+
+def all_recipes() -> list[Recipe]:
+    return [get_recipe(name) for name in NAMES]
+
+
+def recipe_for_preset(preset: RewardSet) -> Recipe | None:
+    """The built-in recipe that uses ``preset`` (its sample rows and gold builder check the preset)."""
+    return next((r for r in all_recipes() if r.rewards is preset), None)

@@ -13,7 +13,6 @@ from typing import Any
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
 from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
-from grpo_fast.rewards.check import gold_completion
 
 SYSTEM_PROMPT = (
     "You are a careful Python programmer. Reply with one complete, self-contained solution in a single "
@@ -73,17 +72,31 @@ def rows(cfg: Any) -> list[dict]:
     return map_rows(sources, map_row, HINT)
 
 
+def gold(row: dict) -> str | None:
+    """The reference solution in a python block (HumanEval: the stub plus the canonical body)."""
+    code = row.get("canonical_solution")
+    return f"Here is the solution.\n```python\n{code}\n```" if isinstance(code, str) and code.strip() else None
+
+
+def _code(body: str) -> str:
+    return f"```python\n{body}\n```"
+
+
+PROBES = (
+    ("tag_stuffing", "all", lambda row: "```python\npass\n```\n" * 20),
+    ("wrong_answer", "correctness", lambda row: _code("def solution(*args, **kwargs):\n    return None")),
+    ("early_exit", "correctness", lambda row: _code("import sys; sys.exit(0)")),
+    ("os_exit", "correctness", lambda row: _code("import os; os._exit(0)")),
+)
+
 RECIPE = Recipe(
     name="code",
     description="Python functions graded by unit tests in the sandbox (MBPP / HumanEval style)",
+    system_prompt=SYSTEM_PROMPT,
     rows=rows,
-    reward_funcs=lambda: PRESET.funcs,
-    reward_weights=PRESET.weights,
-    correctness=PRESET.correctness,
-    correctness_max=1.0,  # share of tests passed
-    reward_max=3.0,  # 2.0 x code_execution 1 + 0.5 x code_block 1 + 0.5 x python_syntax 1
-    format_reward=PRESET.format,
-    gold=lambda row: gold_completion(row, "code"),
+    rewards=PRESET,
+    gold=gold,
+    probes=PROBES,
     required=("prompt", "canonical_solution"),
     # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
     defaults={

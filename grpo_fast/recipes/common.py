@@ -98,9 +98,9 @@ def load(cfg: Any, samples: Iterable[str]) -> list[Source]:
     path = Path(cfg.dataset).expanduser()
     if path.suffix.lower() in data.FILE_TYPES or path.exists():
         return [Source(str(path), data.read_rows(str(path)), path)]
-    name, split, config = hub_target(cfg.dataset, cfg.dataset_split, "dataset_split" in cfg.source)
+    name, split, config = hub_target(cfg.dataset, cfg.dataset_split, cfg.set_by_user("dataset_split"))
     label = f"hub dataset {name}" + (f" ({config})" if config else "") + f" split {split}"
-    return [Source(label, data._read_hub(name, split, config))]
+    return [Source(label, data.read_hub(name, split, config))]
 
 
 def map_rows(sources: list[Source], mapper: Callable[[dict], dict], hint: str) -> list[dict]:

@@ -13,6 +13,9 @@ import re
 from typing import Any
 
 from grpo_fast.recipes import Recipe
+from grpo_fast.rewards.base import completion_text, reward_meta
+from grpo_fast.rewards.check import answer_probes
+from grpo_fast.rewards.presets import RewardSet
 
 SYSTEM_PROMPT = (
     "Answer the arithmetic question. Put only the final number inside <answer></answer> tags.\n"
@@ -21,26 +24,24 @@ SYSTEM_PROMPT = (
 ANSWER_RE = re.compile(r"<answer>\s*(-?\d+)\s*</answer>")
 
 
-def _text(completion: Any) -> str:
-    return completion[-1]["content"] if isinstance(completion, list) else completion
-
-
+@reward_meta("format", 0.0, 1.0)
 def answer_tags(completions: list, **kwargs: Any) -> list[float]:
     """Format: 0.25 per tag present, +0.5 when the reply is exactly one tagged number. Max 1.0."""
     scores = []
     for completion in completions:
-        text = _text(completion)
+        text = completion_text(completion)
         score = 0.25 * ("<answer>" in text) + 0.25 * ("</answer>" in text)
         score += 0.5 * bool(re.fullmatch(r"\s*<answer>\s*-?\d+\s*</answer>\s*", text))
         scores.append(score)
     return scores
 
 
+@reward_meta("correctness", 0.0, 2.0)
 def sum_correct(completions: list, answer: list[str], **kwargs: Any) -> list[float]:
     """Correctness: 2.0 for the right tagged number, 0.5 for the right number without tags. Max 2.0."""
     scores = []
     for completion, gold in zip(completions, answer):
-        text = _text(completion)
+        text = completion_text(completion)
         tagged = ANSWER_RE.search(text)
         if tagged:
             scores.append(2.0 if tagged.group(1) == str(gold) else 0.0)
@@ -66,17 +67,21 @@ def make_rows(n: int = 200, seed: int = 0) -> list[dict]:
     return rows
 
 
+def gold(row: dict) -> str:
+    return f"<answer>{row['answer']}</answer>"
+
+
+REWARDS = RewardSet("demo", ((answer_tags, 1.0), (sum_correct, 1.0)), correctness="sum_correct",
+                    format="answer_tags")
+
 RECIPE = Recipe(
     name="demo",
     description="add two numbers up to 20, answer in <answer> tags (offline, CPU, learns in minutes)",
+    system_prompt=SYSTEM_PROMPT,
     rows=lambda cfg: make_rows(seed=cfg.seed),
-    reward_funcs=lambda: [answer_tags, sum_correct],
-    reward_weights=[1.0, 1.0],
-    correctness="sum_correct",
-    correctness_max=2.0,
-    reward_max=3.0,
-    format_reward="answer_tags",
-    gold=lambda row: f"<answer>{row['answer']}</answer>",
+    rewards=REWARDS,
+    gold=gold,
+    probes=tuple(answer_probes(lambda row: str(row["answer"]), gold)),
     required=("prompt", "answer"),
     defaults={
         "max_steps": 30,

@@ -14,7 +14,7 @@ from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, chat, load, map_rows, text
 from grpo_fast.rewards import MATH_REASONING_REWARDS as PRESET
 from grpo_fast.rewards.base import last_boxed
-from grpo_fast.rewards.check import gold_completion
+from grpo_fast.rewards.check import answer_probes
 
 SYSTEM_PROMPT = (
     "Solve the problem. Think step by step, then give only the final answer.\n"
@@ -25,6 +25,11 @@ SYSTEM_PROMPT = (
 SAMPLES = ("gsm8k_sample.jsonl", "math_sample.jsonl")
 HINT = "'question' (or 'problem') plus 'answer' (GSM8K '#### n' or a short answer) or 'solution' with \\boxed{}"
 _PLAIN_NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+REASONING = (
+    "Step 1: First, I restate what the question asks and list the given quantities.\n"
+    "Step 2: Then, I set up the computation that connects the given values to the unknown.\n"
+    "Step 3: Finally, I carry out the computation carefully and check the result."
+)
 
 
 def gold_answer(raw: dict) -> str:
@@ -60,17 +65,20 @@ def rows(cfg: Any) -> list[dict]:
     return map_rows(load(cfg, SAMPLES), map_row, HINT)
 
 
+def gold(row: dict) -> str | None:
+    """Reasoning steps and the gold answer in the prompt's tags: full marks from every reward of the preset."""
+    answer = str(row.get("answer") or "")
+    return f"<reasoning>\n{REASONING}\n</reasoning>\n<answer>\n{answer}\n</answer>" if answer else None
+
+
 RECIPE = Recipe(
     name="math",
     description="math word problems (GSM8K / MATH style), <reasoning>/<answer> format, math-verify grading",
+    system_prompt=SYSTEM_PROMPT,
     rows=rows,
-    reward_funcs=lambda: PRESET.funcs,
-    reward_weights=PRESET.weights,
-    correctness=PRESET.correctness,
-    correctness_max=1.0,
-    reward_max=3.2,  # 2.0 x math_accuracy 1 + 0.5 x soft_xml 1 + 0.5 x xml_count 1 + 0.2 x reasoning_steps 1
-    format_reward=PRESET.format,
-    gold=lambda row: gold_completion(row, "math"),
+    rewards=PRESET,
+    gold=gold,
+    probes=tuple(answer_probes(lambda row: str(row.get("answer") or ""), gold)),
     required=("prompt", "answer"),
     # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
     defaults={

@@ -8,12 +8,13 @@ for the citation reward. Offline default: the shipped knowledge-base CSV plus th
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, chat, load, map_rows, need, text
 from grpo_fast.rewards import QA_REWARDS as PRESET
-from grpo_fast.rewards.check import gold_completion
+from grpo_fast.rewards.check import answer_probes
 
 SYSTEM_PROMPT = (
     "Answer the question using the source and context given. Support the answer with a short quote from the "
@@ -59,17 +60,44 @@ def rows(cfg: Any) -> list[dict]:
     return [r for r in map_rows(load(cfg, SAMPLES), map_row, HINT) if r is not None]
 
 
+def first_answer(row: dict) -> str:
+    answers = row.get("answer")
+    if isinstance(answers, (list, tuple)):
+        return str(answers[0]) if answers else ""
+    return "" if answers is None else str(answers)
+
+
+def quote_for(context: str, answer: str) -> str:
+    """A 3-40 word sentence of the context, preferably one containing the answer."""
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", context) if s.strip()]
+    good = [s for s in sentences if 3 <= len(s.split()) <= 40]
+    with_answer = [s for s in good if answer and answer.lower() in s.lower()]
+    pick = (with_answer or good or [" ".join(context.split()[:12])])[0]
+    return pick.replace('"', "'")
+
+
+def gold(row: dict) -> str | None:
+    """A quote from the context, the source cited, and the answer in tags, as the system prompt asks."""
+    answer = first_answer(row)
+    if not answer:
+        return None
+    parts = []
+    if row.get("context"):
+        parts.append(f'The context says "{quote_for(str(row["context"]), answer)}"')
+    if row.get("source"):
+        parts.append(f"[{row['source']}]")
+    return (" ".join(parts) + f"\n<answer>{answer}</answer>").strip()
+
+
 RECIPE = Recipe(
     name="qa",
     description="grounded QA (SQuAD style or a CSV knowledge base): fuzzy answer match, citation, short replies",
+    system_prompt=SYSTEM_PROMPT,
     rows=rows,
-    reward_funcs=lambda: PRESET.funcs,
-    reward_weights=PRESET.weights,
-    correctness=PRESET.correctness,
-    correctness_max=1.0,
-    reward_max=2.7,  # 2.0 x fuzzy_match 1 + 0.5 x citation 1 + 0.2 x ideal_length_40 1
-    format_reward=None,  # the preset has no format reward: <answer> tags only help extraction
-    gold=lambda row: gold_completion(row, "qa"),
+    rewards=PRESET,
+    gold=gold,
+    probes=tuple(answer_probes(first_answer, gold,
+                               hedge="{answer} or maybe {wrong} or perhaps none of these or all of them")),
     required=("prompt", "answer"),
     # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
     defaults={

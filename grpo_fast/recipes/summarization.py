@@ -12,7 +12,6 @@ from typing import Any
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import chat, load, map_rows, text
 from grpo_fast.rewards import SUMMARIZATION_REWARDS as PRESET
-from grpo_fast.rewards.check import gold_completion
 
 SYSTEM_PROMPT = (
     "Summarize the article in two to four sentences. State only facts found in the article, in your own words, "
@@ -42,15 +41,13 @@ def rows(cfg: Any) -> list[dict]:
 RECIPE = Recipe(
     name="summarization",
     description="news summarization (CNN/DailyMail or XSum style): ROUGE-L, length, faithfulness, no repetition",
+    system_prompt=SYSTEM_PROMPT,
     rows=rows,
-    reward_funcs=lambda: PRESET.funcs,
-    reward_weights=PRESET.weights,
-    correctness=PRESET.correctness,
-    correctness_max=1.0,  # ROUGE-L F1 of the reference against itself
-    # 2.0 x rouge_l 1 + 0.3 x relative_length 1 + 0.5 x faithfulness 1 + 0.5 x repetition_penalty 0 (a penalty)
-    reward_max=2.8,
-    format_reward=None,
-    gold=lambda row: gold_completion(row, "summarization"),
+    rewards=PRESET,
+    gold=lambda row: str(row["summary"]) if row.get("summary") else None,
+    probes=(("wrong_answer", "correctness",
+             lambda row: "This text talks about zebras crossing a river at dawn while a band plays jazz."),),
+    metric="score",  # ROUGE-L is graded: a greedy summary never reaches 1.0, its mean is the measure
     required=("prompt", "document", "summary"),
     # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
     defaults={

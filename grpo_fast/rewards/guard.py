@@ -57,7 +57,7 @@ class GuardedReward:
     """Wraps one reward function; same ``__name__``, same call signature, counters in ``stats()``."""
 
     def __init__(self, fn: Callable, *, max_failure_rate: float = 0.1, min_samples: int = 32,
-                 log_dir: str | Path | None = None, max_warnings: int = 3):
+                 log_dir: str | Path | None = None, max_warnings: int = 3, raise_on_failure: bool = True):
         self.fn = fn
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -75,6 +75,8 @@ class GuardedReward:
         self.failures = 0
         self.last_error: str | None = None
         self.last_sample: str | None = None
+        self.raise_on_failure = raise_on_failure
+        self.tripped: RewardFailure | None = None
 
     def stats(self) -> dict[str, Any]:
         """Counters for logging: calls, samples scored, failures and their rate."""
@@ -129,8 +131,10 @@ class GuardedReward:
         if callable(log_metric):
             log_metric(f"rewards/{self.__name__}/failure_rate", failed_now / max(1, len(out)))
         if self.samples >= self.min_samples and self.failures / self.samples > self.max_failure_rate:
-            raise RewardFailure(self.__name__, self.failures, self.samples, self.last_error or "?",
-                                self.last_sample or "?", self.max_failure_rate)
+            self.tripped = RewardFailure(self.__name__, self.failures, self.samples, self.last_error or "?",
+                                         self.last_sample or "?", self.max_failure_rate)
+            if self.raise_on_failure:
+                raise self.tripped
         return scores
 
     def _report(self, problem: str, i: int, prompts: Sequence, completions: Sequence, kwargs: dict) -> None:
@@ -212,12 +216,14 @@ def _slice(value: Any, i: int, n: int) -> Any:
 
 
 def guard_rewards(funcs: Sequence[Any], *, max_failure_rate: float = 0.1, min_samples: int = 32,
-                  log_dir: str | Path | None = None, max_warnings: int = 3) -> list:
+                  log_dir: str | Path | None = None, max_warnings: int = 3, raise_on_failure: bool = True) -> list:
     """Wrap each reward function (reward models, ``nn.Module``s and already guarded ones pass through).
 
     ``max_failure_rate``: share of failed samples (exception, NaN, inf, not a number) above which
     ``RewardFailure`` is raised, checked once ``min_samples`` samples were scored. ``log_dir``: where
     ``reward_failures.jsonl`` records every failure (the run directory). ``max_warnings``: printed per reward.
+    ``raise_on_failure=False``: set ``tripped`` instead of raising, for ``StopOnRewardFailure`` to end the run
+    cleanly after the step (with a checkpoint).
     """
     guarded = []
     for fn in funcs:
@@ -226,8 +232,13 @@ def guard_rewards(funcs: Sequence[Any], *, max_failure_rate: float = 0.1, min_sa
             continue
         cls = AsyncGuardedReward if _is_async(fn) else GuardedReward
         guarded.append(cls(fn, max_failure_rate=max_failure_rate, min_samples=min_samples, log_dir=log_dir,
-                           max_warnings=max_warnings))
+                           max_warnings=max_warnings, raise_on_failure=raise_on_failure))
     return guarded
+
+
+def tripped(funcs: Sequence[Any]) -> RewardFailure | None:
+    """The first guarded reward that passed its failure limit, if any."""
+    return next((f.tripped for f in funcs if isinstance(f, GuardedReward) and f.tripped), None)
 
 
 def guard_stats(funcs: Sequence[Any]) -> dict[str, dict[str, Any]]:

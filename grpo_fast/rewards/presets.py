@@ -1,4 +1,4 @@
-"""Reward presets: the rewards and weights for one kind of task, ready for TRL.
+"""Reward sets: weighted rewards with a named judge; the four presets are ready for TRL.
 
     trainer = GRPOTrainer(..., reward_funcs=MATH_REASONING_REWARDS.funcs,
                           args=GRPOConfig(..., reward_weights=MATH_REASONING_REWARDS.weights))
@@ -9,7 +9,7 @@ outweighs looking right.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.code import code_execution_reward
@@ -31,14 +31,19 @@ from grpo_fast.rewards.style import (
 
 
 @dataclass(frozen=True)
-class RewardPreset:
-    """Named rewards with weights. ``funcs``/``weights`` return fresh lists (TRL may append to its list)."""
+class RewardSet:
+    """Weighted rewards for one run or task, and which of them judge correctness and format.
+
+    ``funcs``/``weights`` return fresh lists (TRL may append to its list). Maxima come from each reward's
+    declared ``reward_range``, so nothing is typed twice.
+    """
 
     name: str
-    kind: str  # math | code | summarization | qa: picks the gold builder and probes in ``check``
     rewards: tuple[tuple[RewardFunc, float], ...]
-    correctness: str  # __name__ of the reward that says whether the answer is right
-    format: str | None = None  # __name__ of the format-compliance reward, if any
+    correctness: str
+    """``__name__`` of the reward that says whether the answer is right (gold self-test, evaluation)."""
+    format: str | None = None
+    """``__name__`` of the format-compliance reward, if any (evaluation, health monitor)."""
 
     @property
     def funcs(self) -> list[RewardFunc]:
@@ -52,13 +57,39 @@ class RewardPreset:
     def names(self) -> list[str]:
         return [f.__name__ for f, _ in self.rewards]
 
+    def get(self, name: str | None) -> RewardFunc | None:
+        return next((f for f, _ in self.rewards if f.__name__ == name), None) if name else None
+
+    @property
+    def judge(self) -> RewardFunc:
+        """The correctness reward."""
+        fn = self.get(self.correctness)
+        if fn is None:
+            raise ValueError(f"reward set {self.name!r} has no reward named {self.correctness!r}")
+        return fn
+
+    @property
+    def correctness_max(self) -> float:
+        """What the correctness reward gives a right answer."""
+        return float(getattr(self.judge, "reward_range", (0.0, 1.0))[1])
+
+    @property
+    def max_total(self) -> float | None:
+        """Highest weighted total a completion can earn; None when a reward declares no range."""
+        ranges = [getattr(f, "reward_range", None) for f in self.funcs]
+        if any(r is None for r in ranges):
+            return None
+        return sum(w * (r[1] if w >= 0 else r[0]) for w, r in zip(self.weights, ranges))
+
+    def with_weights(self, weights: list[float]) -> RewardSet:
+        return replace(self, rewards=tuple(zip(self.funcs, weights)))
+
     def describe(self) -> str:
-        return f"{self.name}: " + ", ".join(f"{n}×{w:g}" for n, w in zip(self.names, self.weights))
+        return f"{self.name}: " + ", ".join(f"{n}x{w:g}" for n, w in zip(self.names, self.weights))
 
 
-MATH_REASONING_REWARDS = RewardPreset(
+MATH_REASONING_REWARDS = RewardSet(
     name="math_reasoning",
-    kind="math",
     rewards=(
         (math_accuracy_reward, 2.0),
         (soft_xml_format_reward, 0.5),
@@ -69,9 +100,8 @@ MATH_REASONING_REWARDS = RewardPreset(
     format="soft_xml_format_reward",
 )
 
-CODE_GENERATION_REWARDS = RewardPreset(
+CODE_GENERATION_REWARDS = RewardSet(
     name="code_generation",
-    kind="code",
     rewards=(
         (code_execution_reward, 2.0),
         (code_block_reward, 0.5),
@@ -81,9 +111,8 @@ CODE_GENERATION_REWARDS = RewardPreset(
     format="code_block_reward",
 )
 
-SUMMARIZATION_REWARDS = RewardPreset(
+SUMMARIZATION_REWARDS = RewardSet(
     name="summarization",
-    kind="summarization",
     rewards=(
         (make_rouge_reward(column="summary", kind="rougeL"), 2.0),
         (make_relative_length_reward(ratio=0.2, column="document"), 0.3),
@@ -93,9 +122,8 @@ SUMMARIZATION_REWARDS = RewardPreset(
     correctness="rouge_l",
 )
 
-QA_REWARDS = RewardPreset(
+QA_REWARDS = RewardSet(
     name="qa",
-    kind="qa",
     rewards=(
         (make_fuzzy_match_reward(column="answer"), 2.0),
         (make_citation_reward(column="context", source_column="source"), 0.5),
@@ -104,7 +132,7 @@ QA_REWARDS = RewardPreset(
     correctness="fuzzy_match",
 )
 
-PRESETS: dict[str, RewardPreset] = {
+PRESETS: dict[str, RewardSet] = {
     p.name: p for p in (MATH_REASONING_REWARDS, CODE_GENERATION_REWARDS, SUMMARIZATION_REWARDS, QA_REWARDS)
 }
 PRESETS.update(
@@ -112,7 +140,7 @@ PRESETS.update(
 )
 
 
-def get_preset(name: str) -> RewardPreset:
+def get_preset(name: str) -> RewardSet:
     """Preset by name: math_reasoning/math, code_generation/code, summarization, qa."""
     from grpo_fast.errors import UserError
 

@@ -1,0 +1,96 @@
+"""Prepare a run without loading weights: data, rewards, the gold self-test and the memory plan.
+
+This is the whole of ``--dry-run``: every check that can fail runs here, in seconds, before a model loads.
+The tokenizer alone is enough (prompt lengths), so a dry run never converts or loads model weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_fast import data, models
+from grpo_fast.config import RunConfig
+from grpo_fast.errors import UserError
+from grpo_fast.recipes import Recipe, get_recipe
+from grpo_fast.rewards import RewardSet, resolve_rewards
+from grpo_fast.rewards.check import gold_failures
+
+
+@dataclass
+class Prepared:
+    """The outcome of the pre-training checks: data ready to train on, the reward set, and what was found."""
+
+    cfg: RunConfig
+    recipe: Recipe
+    rewards: RewardSet
+    train_rows: list[dict]
+    eval_rows: list[dict]
+    tokenizer: Any
+    report: list[str] = field(default_factory=list)
+
+
+def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
+    """The reward set a config trains with: its ``rewards:`` (or the recipe's preset) and reward_weights."""
+    recipe = recipe or get_recipe(cfg.recipe)
+    return resolve_rewards(cfg.rewards, recipe.rewards, cfg.grpo.get("reward_weights"), cfg.where)
+
+
+def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
+    """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
+    recipe = get_recipe(cfg.recipe)
+    backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
+    report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
+              *cfg.notes]
+    rows = recipe.rows(cfg)
+    origin = cfg.dataset or f"recipe {recipe.name} sample"
+    data.validate_rows(rows, recipe.required, origin)
+    rows, duplicates = data.dedupe(rows)
+    tokenizer = models.load_tokenizer(cfg.model)
+    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
+    n_eval = holdout_size(cfg, len(rows), report)
+    train_rows, eval_rows = data.split_holdout(rows, n_eval, cfg.seed)
+    report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
+    report.append(stats.line())
+    rewards = run_rewards(cfg, recipe)
+    report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
+    checked, failures = gold_failures(rewards, train_rows, recipe.gold)
+    if failures and not force:
+        raise UserError(
+            f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
+            f"'{rewards.correctness}' reward\n  " + "\n  ".join(failures[:5]),
+            origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
+        )
+    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{rewards.correctness}'")
+    report.append(memory_line(cfg, stats.max))
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
+
+
+def holdout_size(cfg: RunConfig, n_rows: int, report: list[str]) -> int:
+    """``eval_rows``, checked against the data: a user's explicit ask that cannot be met is an error; the
+    default shrinks to a quarter of a small dataset, and says so."""
+    if not cfg.evaluate and cfg.eval_rows == 0:
+        return 0
+    most = n_rows // 4
+    if cfg.eval_rows <= most:
+        return cfg.eval_rows
+    if cfg.set_by_user("eval_rows"):
+        raise UserError(f"eval_rows={cfg.eval_rows} but the data has {n_rows} usable rows: at most a quarter "
+                        f"({most}) can be held out", cfg.where("eval_rows"),
+                        f"set eval_rows to {most} or less, or use a larger dataset")
+    report.append(f"eval_rows {cfg.eval_rows} -> {most}: at most a quarter of the {n_rows} rows is held out")
+    return most
+
+
+def memory_line(cfg: RunConfig, prompt_tokens: int) -> str:
+    """One line for the pre-training report: the planner's peak estimate against this machine."""
+    from grpo_fast.plan import estimate, plan_input
+
+    card = models.gpu_memory_gb()
+    try:
+        plan = estimate(plan_input(cfg, models.model_source(cfg.model), card, prompt_tokens))
+    except UserError as err:
+        return f"memory plan: skipped ({err.what})"
+    where = f"of {card:.1f} GiB on this GPU" if card else "(no GPU: this is RAM, an upper bound)"
+    verdict = "" if card is None or plan.total_gb <= card else "  WARNING: over the card; see `grpo-fast plan`"
+    return f"memory plan: peak about {plan.total_gb:.1f} GiB {where}{verdict}"

@@ -1,0 +1,240 @@
+"""Reward names: the registry a config's ``rewards:`` reads, custom rewards by reference, and the run's set.
+
+A config names a reward by registry name (``fuzzy_match``), by the recipe's own function name (``sum_correct``),
+by dotted import path (``my_pkg.rewards.brevity`` or ``my_pkg.rewards:brevity``) or by file
+(``my_rewards.py:brevity``, relative to the config file). Factories (``is_reward_factory``) get the entry's
+other keys as parameters.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_fast.errors import UserError
+from grpo_fast.rewards.base import RewardFunc, factory
+from grpo_fast.rewards.code import make_code_execution_reward
+from grpo_fast.rewards.correctness import (
+    make_exact_match_reward,
+    make_fuzzy_match_reward,
+    make_json_field_match_reward,
+    make_multiple_choice_reward,
+    make_numeric_match_reward,
+    make_rouge_reward,
+)
+from grpo_fast.rewards.format import (
+    code_block_reward,
+    json_valid_reward,
+    make_json_schema_reward,
+    python_syntax_reward,
+    soft_xml_format_reward,
+    strict_xml_format_reward,
+    think_answer_format_reward,
+    xml_count_reward,
+)
+from grpo_fast.rewards.length import (
+    make_ideal_length_reward,
+    make_max_length_penalty,
+    make_min_length_reward,
+    make_relative_length_reward,
+    make_soft_overlong_punishment,
+)
+from grpo_fast.rewards.mathverify import math_accuracy_reward
+from grpo_fast.rewards.presets import RewardSet, get_preset
+from grpo_fast.rewards.style import (
+    language_consistency_reward,
+    make_citation_reward,
+    make_faithfulness_reward,
+    make_repetition_penalty,
+    reasoning_steps_reward,
+)
+
+factory(make_code_execution_reward)  # TODO(sandbox merge): decorate it in rewards/code.py
+
+# name -> reward function, or factory (``is_reward_factory``) called by ``get_reward`` with the YAML params.
+REWARDS: dict[str, Callable[..., Any]] = {
+    # correctness
+    "exact_match": make_exact_match_reward,
+    "fuzzy_match": make_fuzzy_match_reward,
+    "numeric_match": make_numeric_match_reward,
+    "math_accuracy": math_accuracy_reward,
+    "multiple_choice": make_multiple_choice_reward,
+    "json_field_match": make_json_field_match_reward,
+    "code_execution": make_code_execution_reward,
+    "rouge": make_rouge_reward,
+    # format
+    "strict_xml_format": strict_xml_format_reward,
+    "soft_xml_format": soft_xml_format_reward,
+    "xml_count": xml_count_reward,
+    "think_answer_format": think_answer_format_reward,
+    "json_valid": json_valid_reward,
+    "json_schema": make_json_schema_reward,
+    "code_block": code_block_reward,
+    "python_syntax": python_syntax_reward,
+    # length
+    "ideal_length": make_ideal_length_reward,
+    "relative_length": make_relative_length_reward,
+    "min_length": make_min_length_reward,
+    "max_length_penalty": make_max_length_penalty,
+    "soft_overlong_punishment": make_soft_overlong_punishment,
+    # style
+    "reasoning_steps": reasoning_steps_reward,
+    "citation": make_citation_reward,
+    "repetition_penalty": make_repetition_penalty,
+    "language_consistency": language_consistency_reward,
+    "faithfulness": make_faithfulness_reward,
+}
+
+
+def register_reward(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Make your own reward (or factory, marked ``is_reward_factory``) nameable in configs: ``rewards: [name]``."""
+    REWARDS[name] = fn
+    return fn
+
+
+def is_factory(obj: Any) -> bool:
+    return bool(getattr(obj, "is_reward_factory", False))
+
+
+def is_reference(name: str) -> bool:
+    """A custom reward written as ``file.py:function`` or a dotted import path."""
+    return ".py:" in name or "." in name or ":" in name
+
+
+def get_reward(name: str, own: Sequence[RewardFunc] = (), **params: Any) -> RewardFunc:
+    """A reward by registry name, by the name of one of ``own`` (a recipe's rewards), or by reference.
+
+    ``name`` may carry a ``_reward`` suffix (``math_accuracy_reward``) as TRL logs it.
+    """
+    key = name.strip()
+    mine = {getattr(f, "__name__", ""): f for f in own}
+    if key in mine or f"{key}_reward" in mine:
+        entry = mine.get(key) or mine[f"{key}_reward"]
+    elif key in REWARDS or key.removesuffix("_reward") in REWARDS:
+        entry = REWARDS[key if key in REWARDS else key.removesuffix("_reward")]
+    elif is_reference(key):
+        entry = load_reward(key)
+    else:
+        close = difflib.get_close_matches(key, [*REWARDS, *mine], n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known rewards: {', '.join(sorted(REWARDS))}"
+        raise UserError(f"unknown reward {name!r}",
+                        fix=f"{hint} (or give my_rewards.py:function / pkg.module.function)")
+    if is_factory(entry):
+        try:
+            return entry(**params)
+        except TypeError as err:
+            raise UserError(f"bad parameters for reward {key!r}: {err}", fix="see docs/rewards.md") from None
+    if params:
+        raise UserError(f"reward {key!r} takes no parameters (got {', '.join(params)})",
+                        fix="remove the parameters, or pick a factory reward")
+    return entry
+
+
+def load_reward(ref: str) -> RewardFunc:
+    """Import ``file.py:function``, ``pkg.module:function`` or ``pkg.module.function``; check it is a reward."""
+    if ".py:" in ref:
+        file, func = ref.rsplit(":", 1)
+        path = Path(file).expanduser()
+        if not path.is_file():
+            raise UserError(f"reward file {str(path)!r} does not exist", fix="check the path (relative to the config "
+                            "file that names it)")
+        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+        spec = importlib.util.spec_from_file_location(f"grpo_fast_user_rewards_{digest}", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        _run_module(spec.loader.exec_module, module, str(path))  # type: ignore[union-attr]
+    else:
+        module_name, _, func = ref.rpartition(":") if ":" in ref else ref.rpartition(".")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise UserError(f"cannot import {module_name!r} for reward {ref!r}: {err}",
+                            fix="check the module path and that its package is installed (or use file.py:function)"
+                            ) from None
+        except Exception as err:  # the user's module raised while importing
+            raise UserError(f"importing {module_name!r} raised {type(err).__name__}: {err}",
+                            fix="fix the module so it imports") from None
+    fn = getattr(module, func, None)
+    if fn is None:
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        close = difflib.get_close_matches(func, names, n=1)
+        raise UserError(f"{ref!r}: no function {func!r} there", fix=f"did you mean '{close[0]}'?" if close else
+                        f"functions there: {', '.join(names) or 'none'}")
+    check_signature(fn, ref)
+    return fn
+
+
+def _run_module(execute: Callable[[Any], None], module: Any, where: str) -> None:
+    try:
+        execute(module)
+    except Exception as err:
+        raise UserError(f"loading {where} raised {type(err).__name__}: {err}", where, "fix the file so it imports"
+                        ) from None
+
+
+def check_signature(fn: Any, ref: str) -> None:
+    """TRL calls ``fn(prompts=..., completions=..., completion_ids=..., **columns)``: the function must take them."""
+    if not callable(fn):
+        raise UserError(f"{ref!r} is not a function", fix="point at a function fn(completions, **kwargs)")
+    if is_factory(fn):
+        return
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return  # builtins and some callables hide their signature: TRL will find out
+    names = {p.name for p in params}
+    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
+    if "completions" not in names or not takes_kwargs:
+        raise UserError(f"reward {ref!r} has the wrong signature {inspect.signature(fn)}",
+                        fix="define it as def name(completions, **kwargs) -> list[float] (TRL also passes prompts, "
+                        "completion_ids and every dataset column as keyword arguments)")
+
+
+def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None = None,
+                    where: Callable[[str], str] = lambda key: f"key '{key}'") -> RewardSet:
+    """The run's reward set: ``spec`` (a list of RewardSpec, a preset name, or None = ``default``), with
+    ``weights`` (GRPOConfig.reward_weights) when given. The judge is the default's correctness reward when
+    listed, else the first reward marked ``reward_kind == "correctness"``."""
+    if spec is None:
+        chosen = default
+    elif isinstance(spec, str):
+        try:
+            chosen = get_preset(spec)
+        except UserError as err:
+            raise UserError(err.what, where("rewards"), err.fix) from None
+    else:
+        funcs, ws = [], []
+        for i, item in enumerate(spec):
+            try:
+                funcs.append(get_reward(item.name, default.funcs, **item.params))
+            except UserError as err:
+                raise UserError(err.what, where(f"rewards[{i}].name"), err.fix) from None
+            ws.append(item.weight)
+        chosen = _judged(funcs, ws, default, where)
+    if weights:
+        if len(weights) != len(chosen.funcs):
+            raise UserError(f"{len(weights)} reward_weights for {len(chosen.funcs)} rewards", where("reward_weights"),
+                            "give one weight per reward, in order")
+        chosen = chosen.with_weights(list(weights))
+    return chosen
+
+
+def _judged(funcs: list, weights: list[float], default: RewardSet, where: Callable[[str], str]) -> RewardSet:
+    names = [f.__name__ for f in funcs]
+    if default.correctness in names:
+        judge = default.correctness
+    else:
+        judges = [f.__name__ for f in funcs if getattr(f, "reward_kind", None) == "correctness"]
+        if not judges:
+            raise UserError("no correctness reward among the configured rewards", where("rewards"),
+                            f"add one (e.g. {default.correctness}) so answers can be checked and evaluated; a custom "
+                            "reward is a judge when it has reward_kind = 'correctness'")
+        judge = judges[0]
+    fmt = default.format if default.format in names else next(
+        (f.__name__ for f in funcs if getattr(f, "reward_kind", None) == "format"), None)
+    return RewardSet("custom", tuple(zip(funcs, weights)), judge, fmt)
