@@ -10,14 +10,47 @@ import sys
 from grpo_fast.errors import UserError
 
 
+def describe_keys(include_grpo: bool = True) -> str:
+    """Every key with its type, default and help: the text of ``grpo-fast train --help-config``."""
+    from dataclasses import MISSING, fields
+
+    from pydantic import BaseModel
+
+    from grpo_fast import grpo_args
+    from grpo_fast.config import HealthSettings, RewardSpec, RunConfig
+
+    lines = []
+    for title, model, prefix in (("grpo_fast keys (YAML top level)", RunConfig, ""),
+                                 ("health: keys", HealthSettings, "health."),
+                                 ("keys of each rewards: entry", RewardSpec, "rewards[]. ")):
+        lines.append(("\n" if lines else "") + title + ":")
+        for name, info in model.model_fields.items():
+            if name == "grpo":
+                continue
+            default = info.get_default(call_default_factory=True)
+            shown = "required" if info.is_required() else \
+                f"default {'{...}' if isinstance(default, BaseModel) else repr(default)}"
+            lines.append(f"  {prefix.strip()}{name}: {grpo_args.type_name(info.annotation)}, {shown}")
+            lines.append(f"      {' '.join((info.description or '').split())}")
+    if include_grpo:
+        from trl import GRPOConfig
+
+        lines.append("\nGRPOConfig fields (TRL's own, validated by TRL; written flat beside the keys above):")
+        for f in fields(GRPOConfig):
+            if not f.init or f.name in grpo_args.OWNED:
+                continue
+            default = f.default if f.default is not MISSING else "..."
+            text = " ".join(str(f.metadata.get("help", "")).split())
+            lines.append(f"  {f.name} = {default!r}: {text[:110] + ('...' if len(text) > 110 else '')}")
+    return "\n".join(lines)
+
+
 def _train(args: argparse.Namespace) -> int:
     from grpo_fast.prepare import prepare
     from grpo_fast.resolve import resolve_config
     from grpo_fast.train import run_of, train
 
     if args.help_config:
-        from grpo_fast.config import describe_keys
-
         print(describe_keys())
         return 0
     if (args.num_processes or 1) > 1 or args.accelerate_config:

@@ -10,53 +10,18 @@ and the file:line it came from, with the closest known key when it is a typo.
 from __future__ import annotations
 
 import difflib
-import functools
-import typing
-from dataclasses import MISSING, dataclass, fields
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from grpo_fast import grpo_args
 from grpo_fast.errors import UserError
 
 Path_ = tuple[str | int, ...]
 
-# GRPOConfig keys that old tutorials use and today's TRL no longer has, with what to do instead.
-REMOVED_GRPO_KEYS = {
-    "max_prompt_length": "TRL removed it; set max_prompt_tokens (the kit drops longer prompts and reports them)",
-    "max_length": "set max_prompt_tokens and max_completion_length instead",
-}
-# GRPOConfig fields the kit sets itself from its own keys.
-OWNED_GRPO_KEYS = {"output_dir": "run_dir", "seed": "seed"}
 # Labels of the layers the kit itself sets (resolve.py): values from these were not chosen by the user.
 KIT_LAYERS = ("grpo_fast default", "profile ", "recipe ")
-# Ranges TRL accepts silently but that cannot train (TRL's own checks run afterwards, in GRPOConfig).
-GRPO_LIMITS: dict[str, Any] = {
-    "learning_rate": Annotated[float, Field(gt=0)],
-    "max_completion_length": Annotated[int, Field(ge=1)],
-    "per_device_train_batch_size": Annotated[int, Field(ge=1)],
-    "gradient_accumulation_steps": Annotated[int, Field(ge=1)],
-    "num_iterations": Annotated[int, Field(ge=1)],
-    "temperature": Annotated[float, Field(gt=0)],
-    "top_p": Annotated[float, Field(gt=0, le=1)],
-    "beta": Annotated[float, Field(ge=0)],
-    "epsilon": Annotated[float, Field(gt=0)],
-    "num_train_epochs": Annotated[float, Field(gt=0)],
-    "logging_steps": Annotated[float, Field(gt=0)],
-    "save_steps": Annotated[float, Field(gt=0)],
-    "warmup_ratio": Annotated[float, Field(ge=0, le=1)],
-    "weight_decay": Annotated[float, Field(ge=0)],
-    "max_grad_norm": Annotated[float, Field(ge=0)],
-    "vllm_gpu_memory_utilization": Annotated[float, Field(gt=0, le=1)],
-    "generation_batch_size": Annotated[int | None, Field(ge=1)],
-    "steps_per_generation": Annotated[int | None, Field(ge=1)],
-}
-# A fix to print beside TRL's own message when it names one of these keys.
-TRL_HINTS = {
-    "num_generations": "in today's TRL the batch counts completions, not prompts: make per_device_train_batch_size "
-                       "x steps_per_generation a multiple of num_generations (e.g. 8 and 8, or 4 and 4)",
-    "bf16": "bf16 needs a GPU with native bf16 (Ampere or newer); use profile: cpu or set bf16: false",
-}
 
 
 class _Section(BaseModel):
@@ -110,9 +75,6 @@ class HealthSettings(_Section):
     """Entropy below this fraction of the first window's -> entropy_collapse."""
     stop_on: list[str] | None = None
     """Alarm kinds that stop the run with on_alarm: stop (default: all)."""
-
-    def thresholds(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"enabled"})
 
 
 @dataclass
@@ -256,20 +218,6 @@ class RunConfig(_Section):
 KIT_KEYS = [name for name in RunConfig.model_fields if name != "grpo"]
 
 
-@functools.lru_cache(maxsize=1)
-def grpo_fields() -> dict[str, Any]:
-    """GRPOConfig's init fields with their resolved type annotations (imports trl, ~5 s, once)."""
-    from trl import GRPOConfig
-
-    hints = typing.get_type_hints(GRPOConfig)
-    return {f.name: hints[f.name] for f in fields(GRPOConfig) if f.init}
-
-
-@functools.cache
-def _adapter(annotation: Any) -> TypeAdapter:
-    return TypeAdapter(annotation)
-
-
 # --------------------------------------------------------------------------- paths and locations
 
 
@@ -326,17 +274,13 @@ def validate(values: dict[str, Any], source: dict[str, str], prefix: Path_ = ())
     """One flat mapping -> a checked RunConfig: kit keys by the schema, GRPO fields by TRL's types and checks."""
     kit: dict[str, Any] = {}
     grpo: dict[str, Any] = {}
-    known = grpo_fields()
+    known = grpo_args.fields()
     for key, value in values.items():
         label = _label((*prefix, key), source)
-        if key in OWNED_GRPO_KEYS and OWNED_GRPO_KEYS[key] != key:
-            raise UserError(f"'{key}' is set by grpo_fast", label, f"set '{OWNED_GRPO_KEYS[key]}' instead")
         if key in KIT_KEYS:
             kit[key] = value
-        elif key in REMOVED_GRPO_KEYS:
-            raise UserError(f"'{key}' is no longer a GRPOConfig field", label, REMOVED_GRPO_KEYS[key])
-        elif key in known:
-            grpo[key] = _grpo_value(key, value, known[key], label)
+        elif key in known or key in grpo_args.REMOVED or key in grpo_args.OWNED:
+            grpo[key] = grpo_args.coerce(key, value, label)
         else:
             raise unknown_key(key, [*KIT_KEYS, *known], label)
     try:
@@ -344,41 +288,10 @@ def validate(values: dict[str, Any], source: dict[str, str], prefix: Path_ = ())
     except ValidationError as err:
         raise _schema_error(err, prefix, source) from None
     cfg._source, cfg._prefix = source, path_text(prefix)
-    cfg._args = _trl_args(cfg, prefix, source)
+    cfg._args = grpo_args.check(lambda: cfg.training_args("trainer_output"), cfg.grpo,
+                                lambda key: _label((*prefix, key), source))
     _combinations(cfg)
     return cfg
-
-
-def _grpo_value(key: str, value: Any, annotation: Any, label: str) -> Any:
-    """Coerce with TRL's own annotation (lax: ``"1e-5"`` -> 1e-05), then the kit's range for the key."""
-    if isinstance(value, bool) and annotation is not bool:
-        try:
-            _adapter(annotation).validate_python(value, strict=True)
-        except ValidationError:
-            value = "yes" if value else "no"  # YAML 1.1 reads `save_strategy: no` as False
-    for check in (annotation, GRPO_LIMITS.get(key)):
-        if check is None:
-            continue
-        try:
-            value = _adapter(check).validate_python(value)
-        except ValidationError as err:
-            problem = err.errors()[0]["msg"]
-            raise UserError(f"'{key}' {_lower(problem)}, got {value!r}", label,
-                            f"give '{key}' a valid value (TRL's type: {_type_name(annotation)})") from None
-    return value
-
-
-def _trl_args(cfg: RunConfig, prefix: Path_, source: dict[str, str]) -> Any:
-    """Run TRL's own ``GRPOConfig.__post_init__`` checks on the settings; its message, located."""
-    try:
-        return cfg.training_args("trainer_output")
-    except (ValueError, TypeError) as err:
-        message = str(err).strip().splitlines()[0]
-        named = [k for k in cfg.grpo if k in message] or [k for k in TRL_HINTS if k in message]
-        key = named[0] if named else None
-        where = _label((*prefix, key), source) if key else "GRPOConfig settings"
-        fix = TRL_HINTS.get(key or "", "change the setting TRL names (see TRL's GRPOConfig documentation)")
-        raise UserError(f"TRL rejects the GRPO settings: {message}", where, fix) from None
 
 
 def _combinations(cfg: RunConfig) -> None:
@@ -424,7 +337,8 @@ def _stage(cfg: RunConfig, values: dict[str, Any], source: dict[str, str], i: in
 def _schema_error(err: ValidationError, prefix: Path_, source: dict[str, str]) -> UserError:
     """The first problem pydantic found, as one located message (union member tags dropped from the path)."""
     problem = max(err.errors(), key=lambda e: len(e["loc"]))
-    path = tuple(p for p in problem["loc"] if isinstance(p, int) or p in _FIELD_NAMES)
+    loc = problem["loc"]
+    path = tuple(p for p in loc[:-1] if isinstance(p, int) or p in _FIELD_NAMES) + loc[-1:]  # union tags dropped
     label = _label((*prefix, *path), source)
     key = path_text(path)
     if problem["type"] == "extra_forbidden":
@@ -446,43 +360,8 @@ def _lower(msg: str) -> str:
     return msg[:1].lower() + msg[1:]
 
 
-def _type_name(annotation: Any) -> str:
-    return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
-
-
 def unknown_key(key: str, known: list[str], where: str) -> UserError:
     """An unknown key, with the closest known one (or where to look them all up)."""
     close = difflib.get_close_matches(key, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else "see `grpo-fast train --help-config` for every key"
     return UserError(f"unknown config key '{key}': neither a grpo_fast key nor a GRPOConfig field", where, fix)
-
-
-# --------------------------------------------------------------------------- help
-
-
-def describe_keys(include_grpo: bool = True) -> str:
-    """Every key with its type, default and help: the text of ``grpo-fast train --help-config``."""
-    lines = []
-    for title, model, prefix in (("grpo_fast keys (YAML top level)", RunConfig, ""),
-                                 ("health: keys", HealthSettings, "health."),
-                                 ("keys of each rewards: entry", RewardSpec, "rewards[]. ")):
-        lines.append(("\n" if lines else "") + title + ":")
-        for name, info in model.model_fields.items():
-            if name == "grpo":
-                continue
-            default = info.get_default(call_default_factory=True)
-            shown = "required" if info.is_required() else \
-                f"default {'{...}' if isinstance(default, BaseModel) else repr(default)}"
-            lines.append(f"  {prefix.strip()}{name}: {_type_name(info.annotation)}, {shown}")
-            lines.append(f"      {' '.join((info.description or '').split())}")
-    if include_grpo:
-        from trl import GRPOConfig
-
-        lines.append("\nGRPOConfig fields (TRL's own, validated by TRL; written flat beside the keys above):")
-        for f in fields(GRPOConfig):
-            if not f.init or f.name in OWNED_GRPO_KEYS:
-                continue
-            default = f.default if f.default is not MISSING else "..."
-            text = " ".join(str(f.metadata.get("help", "")).split())
-            lines.append(f"  {f.name} = {default!r}: {text[:110] + ('...' if len(text) > 110 else '')}")
-    return "\n".join(lines)

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from transformers import TrainerCallback
 
 from grpo_fast import rundir
+from grpo_fast.config import HealthSettings
 
 HEALTH_FILE = "health.jsonl"
 ON_ALARM = ("warn", "stop")
@@ -83,66 +85,42 @@ def _mean(values: Collection[float]) -> float:
 class HealthMonitor(TrainerCallback):
     """Watches TRL's GRPO metrics in ``on_log``; warns, records and optionally stops the run.
 
-    Sustained checks look at the last ``window`` logged steps, trend checks at the last ``trend_window``.
-    Defaults (documented in docs/health.md):
-
-    - ``min_reward_std=0.1``: mean reward_std over ``window`` steps below this -> ``low_reward_std``
-    - ``max_zero_std_frac=0.8``: mean frac_reward_zero_std over ``window`` above this -> ``zero_std_groups``
-    - ``max_kl=0.5``: kl (logged only when beta > 0) above this -> ``kl_high``
-    - ``plateau_min_gain=0.02``: reward gain (mean of last half - first half of ``trend_window``) below this,
-      while not within 5% of ``reward_max`` -> ``plateau``
-    - loss or grad_norm NaN/inf -> ``nonfinite`` (at once)
-    - ``hacking_min_rise=0.1`` / ``hacking_max_gain=0.02``: format reward rises by the first while
-      correctness gains less than the second over ``trend_window`` -> ``reward_hacking``
-    - ``max_clipped_ratio=0.5``: mean completions/clipped_ratio over ``window`` above this -> ``clipped``
-    - ``min_entropy=0.05`` (nats/token) or ``entropy_drop=0.1`` (fraction of the first window's entropy):
-      mean entropy over ``window`` below either -> ``entropy_collapse``
-
-    ``on_alarm="stop"`` stops training with a checkpoint on any kind in ``stop_on`` (default: all kinds).
-    A kind fires at most once per ``window`` logged steps (``nonfinite``: once per step it happens).
+    The thresholds, their defaults and what each one catches are declared once, in ``config.HealthSettings``
+    (the config's ``health:`` section; docs/health.md explains them). Sustained checks look at the last
+    ``window`` logged steps, trend checks at the last ``trend_window``. ``on_alarm="stop"`` stops training with
+    a checkpoint on any kind in ``stop_on`` (default: all kinds). A kind fires at most once per ``window``
+    logged steps (``nonfinite``: once per step it happens).
     """
 
-    def __init__(
-        self,
-        run_dir: str | Path | None = None,
-        *,
-        on_alarm: str = "warn",
-        stop_on: Collection[str] | None = None,
-        format_reward: str | None = None,
-        correctness_reward: str | None = None,
-        reward_max: float | None = None,
-        window: int = 5,
-        trend_window: int = 20,
-        min_reward_std: float = 0.1,
-        max_zero_std_frac: float = 0.8,
-        max_kl: float = 0.5,
-        plateau_min_gain: float = 0.02,
-        hacking_min_rise: float = 0.1,
-        hacking_max_gain: float = 0.02,
-        max_clipped_ratio: float = 0.5,
-        min_entropy: float = 0.05,
-        entropy_drop: float = 0.1,
-        echo: bool = True,
-    ):
+    def __init__(self, run_dir: str | Path | None = None, settings: HealthSettings | None = None, *,
+                 on_alarm: str = "warn", format_reward: str | None = None, correctness_reward: str | None = None,
+                 reward_max: float | None = None, echo: bool = True, **thresholds: Any):
+        """``settings`` (or single ``thresholds`` such as ``window=3``) override HealthSettings' defaults."""
+        from grpo_fast.errors import UserError
+
         if on_alarm not in ON_ALARM:
-            from grpo_fast.errors import UserError
-
             raise UserError(f"unknown on_alarm {on_alarm!r}", "config key 'on_alarm'", "use warn or stop")
-        unknown = set(stop_on or ()) - set(REMEDIES)
+        try:
+            settings = HealthSettings(**{**(settings or HealthSettings()).model_dump(), **thresholds})
+        except ValidationError as err:
+            raise UserError(f"bad health threshold: {err.errors()[0]['msg']}", "health",
+                            f"known thresholds: {', '.join(HealthSettings.model_fields)}") from None
+        unknown = set(settings.stop_on or ()) - set(REMEDIES)
         if unknown:
-            from grpo_fast.errors import UserError
-
-            raise UserError(f"unknown health alarm kinds {sorted(unknown)}", "stop_on",
+            raise UserError(f"unknown health alarm kinds {sorted(unknown)}", "health.stop_on",
                             f"known kinds: {', '.join(REMEDIES)}")
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.on_alarm = on_alarm
-        self.stop_on = set(stop_on) if stop_on is not None else set(REMEDIES)
+        self.settings = settings
+        self.stop_on = set(settings.stop_on) if settings.stop_on is not None else set(REMEDIES)
         self.format_reward, self.correctness_reward, self.reward_max = format_reward, correctness_reward, reward_max
-        self.window, self.trend_window = max(1, window), max(2, trend_window)
-        self.min_reward_std, self.max_zero_std_frac, self.max_kl = min_reward_std, max_zero_std_frac, max_kl
-        self.plateau_min_gain = plateau_min_gain
-        self.hacking_min_rise, self.hacking_max_gain = hacking_min_rise, hacking_max_gain
-        self.max_clipped_ratio, self.min_entropy, self.entropy_drop = max_clipped_ratio, min_entropy, entropy_drop
+        self.window, self.trend_window = settings.window, settings.trend_window
+        self.min_reward_std, self.max_zero_std_frac, self.max_kl = (settings.min_reward_std,
+                                                                   settings.max_zero_std_frac, settings.max_kl)
+        self.plateau_min_gain = settings.plateau_min_gain
+        self.hacking_min_rise, self.hacking_max_gain = settings.hacking_min_rise, settings.hacking_max_gain
+        self.max_clipped_ratio, self.min_entropy, self.entropy_drop = (settings.max_clipped_ratio,
+                                                                       settings.min_entropy, settings.entropy_drop)
         self.echo = echo
         self.history: deque[dict[str, float | None]] = deque(maxlen=max(self.window, self.trend_window))
         self.first_entropy: list[float] = []
@@ -156,8 +134,8 @@ class HealthMonitor(TrainerCallback):
     def for_run(cls, run_dir: str | Path | None, settings: Any, rewards: Any, on_alarm: str = "warn") -> HealthMonitor:
         """A monitor with the config's ``health:`` thresholds, wired to the run's reward set (its format and
         correctness rewards for the hacking check, its maximum total for the plateau check)."""
-        return cls(run_dir, on_alarm=on_alarm, format_reward=rewards.format, correctness_reward=rewards.correctness,
-                   reward_max=rewards.max_total, **settings.thresholds())
+        return cls(run_dir, settings, on_alarm=on_alarm, format_reward=rewards.format,
+                   correctness_reward=rewards.correctness, reward_max=rewards.max_total)
 
     # ----------------------------------------------------------------- callback
 

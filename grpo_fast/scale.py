@@ -4,8 +4,8 @@
     grpo-fast train math --num-processes 8 --accelerate-config zero3
 
 Each worker runs the ordinary single-process command; TRL's trainer (through accelerate) reads RANK /
-WORLD_SIZE from the environment and shards the batch. Only rank 0 should write the run directory
-(``is_main_process``).
+WORLD_SIZE from the environment and shards the batch. Only rank 0 writes the run directory
+(``rundir.is_main_process``).
 """
 
 from __future__ import annotations
@@ -23,17 +23,6 @@ ACCELERATE_DIR = Path(__file__).parent / "accelerate"
 ACCELERATE_CONFIGS = {"ddp": "ddp.yaml", "zero2": "zero2.yaml", "zero3": "zero3.yaml", "fsdp": "fsdp.yaml"}
 # threads per worker on CPU: the cores are shared between the workers
 _CPU_THREADS_ENV = "OMP_NUM_THREADS"
-
-
-def is_main_process() -> bool:
-    """True on rank 0, or when not launched by torchrun/accelerate at all (same rule as rundir's)."""
-    from grpo_fast.rundir import is_main_process as rank0
-
-    return rank0()
-
-
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def accelerate_config(name: str) -> Path:

@@ -98,13 +98,10 @@ RECIPE = Recipe(
     gold=gold,
     probes=PROBES,
     required=("prompt", "canonical_solution"),
-    # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
+    # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={
         "max_completion_length": 512,
         "max_seq_length": 1536,
         "max_prompt_tokens": 768,
-        "learning_rate": 5.0e-6,
-        "save_steps": 100,
-        "temperature": 1.0,
     },
 )

@@ -99,12 +99,9 @@ RECIPE = Recipe(
     probes=tuple(answer_probes(first_answer, gold,
                                hedge="{answer} or maybe {wrong} or perhaps none of these or all of them")),
     required=("prompt", "answer"),
-    # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
+    # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={
         "max_completion_length": 256,
         "max_seq_length": 1024,
-        "learning_rate": 5.0e-6,
-        "save_steps": 100,
-        "temperature": 1.0,
     },
 )

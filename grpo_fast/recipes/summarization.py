@@ -49,13 +49,10 @@ RECIPE = Recipe(
              lambda row: "This text talks about zebras crossing a river at dawn while a band plays jazz."),),
     metric="score",  # ROUGE-L is graded: a greedy summary never reaches 1.0, its mean is the measure
     required=("prompt", "document", "summary"),
-    # num_generations / per_device_train_batch_size come from the kit (8/8) or the profile: not pinned here.
+    # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={
         "max_completion_length": 256,
         "max_prompt_tokens": 1536,
         "max_seq_length": 2048,
-        "learning_rate": 5.0e-6,
-        "save_steps": 100,
-        "temperature": 1.0,
     },
 )

@@ -69,19 +69,24 @@ def content_to_text(content: Any) -> str:
     return str(content)
 
 
+def _messages_text(value: Any, keep: Callable[[dict], bool], all_if_none: bool) -> str:
+    """A string, one message, or the kept messages of a chat list joined by newlines."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return content_to_text(value.get("content"))
+    if isinstance(value, Sequence):
+        msgs = [m for m in value if isinstance(m, dict)]
+        kept = [m for m in msgs if keep(m)]
+        return "\n".join(content_to_text(m.get("content")) for m in (kept or (msgs if all_if_none else [])))
+    return str(value)
+
+
 def completion_text(completion: Any) -> str:
     """Text of one completion: a plain string, or the assistant messages of a chat completion joined."""
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return content_to_text(completion.get("content"))
-    if isinstance(completion, Sequence):
-        msgs = [m for m in completion if isinstance(m, dict)]
-        assistant = [m for m in msgs if m.get("role", "assistant") == "assistant"]
-        return "\n".join(content_to_text(m.get("content")) for m in (assistant or msgs))
-    return str(completion)
+    return _messages_text(completion, lambda m: m.get("role", "assistant") == "assistant", all_if_none=True)
 
 
 def completion_texts(completions: Sequence[Any] | None) -> list[str]:
@@ -90,19 +95,7 @@ def completion_texts(completions: Sequence[Any] | None) -> list[str]:
 
 def prompt_text(prompt: Any) -> str:
     """Text of a prompt: a string, or the non-assistant messages of a chat prompt joined by newlines."""
-    if prompt is None:
-        return ""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, dict):
-        return content_to_text(prompt.get("content"))
-    if isinstance(prompt, Sequence):
-        return "\n".join(
-            content_to_text(m.get("content"))
-            for m in prompt
-            if isinstance(m, dict) and m.get("role") != "assistant"
-        )
-    return str(prompt)
+    return _messages_text(prompt, lambda m: m.get("role") != "assistant", all_if_none=False)
 
 
 def user_text(prompt: Any) -> str:
@@ -146,6 +139,19 @@ def score_rows(fn: RewardFunc, rows: Sequence[dict[str, Any]], texts: Sequence[s
     if len(scores) != len(texts):
         raise ValueError(f"returned {len(scores)} scores for {len(texts)} completions")
     return scores
+
+
+def blank(value: Any) -> bool:
+    """A dataset cell with nothing in it (None or whitespace): the row has no reference for the reward."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def against_column(completions: Any, kwargs: dict[str, Any], name: str,
+                   score: Callable[[str, Any], float | None]) -> list[float | None]:
+    """``score(text, reference)`` for each completion and its row's ``name`` column; a blank reference makes
+    the row not applicable (None), which TRL skips."""
+    texts = completion_texts(completions)
+    return [None if blank(ref) else score(t, ref) for t, ref in zip(texts, column(kwargs, name, len(texts)))]
 
 
 # ---------------------------------------------------------------------------------------------- extraction

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from grpo_fast.rewards.base import (
     MAX_ANSWER_CHARS,
-    column,
-    completion_texts,
+    against_column,
+    blank,
     extract_answer_or_text,
     extract_final_answer,
     extract_tag,
@@ -30,23 +29,6 @@ from grpo_fast.rewards.base import (
     parse_number,
 )
 
-
-def _golds(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    return column(kwargs, name, n)
-
-
-def _blank(gold: Any) -> bool:
-    return gold is None or (isinstance(gold, str) and not gold.strip())
-
-
-def _against_gold(
-    completions: Any, kwargs: dict[str, Any], column: str, score: Callable[[str, Any], float | None]
-) -> list[float | None]:
-    """``score(text, gold)`` for each completion and its row's gold; a blank gold is not applicable (None)."""
-    texts = completion_texts(completions)
-    return [None if _blank(g) else score(t, g) for t, g in zip(texts, _golds(kwargs, column, len(texts)))]
-
-
 # ---------------------------------------------------------------------------------------------- exact match
 
 
@@ -58,7 +40,7 @@ def make_exact_match_reward(column: str = "answer", name: str = "exact_match") -
         def score(text: str, gold: Any) -> float:
             return 1.0 if normalize_text(extract_answer_or_text(text)) == normalize_text(gold) else 0.0
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -79,10 +61,10 @@ def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name
             raw = extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4]
             pred = normalize_answer(raw)
             refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD: several acceptable answers
-            best = max((_similarity(raw, pred, r) for r in refs if not _blank(r)), default=0.0)
+            best = max((_similarity(raw, pred, r) for r in refs if not blank(r)), default=0.0)
             return best if best >= min_score else 0.0
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -115,7 +97,7 @@ def make_numeric_match_reward(
             p = parse_number(extract_final_answer(text))
             return 1.0 if p is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -166,7 +148,7 @@ def make_multiple_choice_reward(column: str = "answer", name: str = "multiple_ch
             g = _gold_letter(gold)
             return None if g is None else (1.0 if extract_choice(text) == g else 0.0)
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
 
@@ -224,7 +206,7 @@ def make_json_field_match_reward(field: str, column: str = "answer", name: str |
                 return 0.0
             return 1.0 if _json_equal(value, gold) else 0.0
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(
         reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0)
@@ -262,7 +244,7 @@ def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str |
         def score(text: str, ref: Any) -> float:
             return float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0
 
-        return _against_gold(completions, kwargs, column, score)
+        return against_column(completions, kwargs, column, score)
 
     return named(
         reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0)

@@ -33,6 +33,12 @@ def _real(content: str) -> bool:
     return bool(content.strip().strip(".…").strip())
 
 
+def _tag_pair(text: str, pattern: re.Pattern, first: str, second: str) -> float:
+    """1.0 when ``pattern`` finds the two tags, each exactly once, both with real content."""
+    m = pattern.search(text) if _tags_once(text, first, second) else None
+    return 1.0 if m and _real(m.group(1)) and _real(m.group(2)) else 0.0
+
+
 @reward_meta("format", 0.0, 1.0)
 def strict_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
     """1.0 for exactly ``<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`` and nothing else."""
@@ -42,11 +48,7 @@ def strict_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> l
 @reward_meta("format", 0.0, 1.0)
 def soft_xml_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
     """1.0 for ``<reasoning>…</reasoning>`` then ``<answer>…</answer>`` (any whitespace), each tag once."""
-    out = []
-    for t in completion_texts(completions):
-        m = _SOFT_XML.search(t) if _tags_once(t, "reasoning", "answer") else None
-        out.append(1.0 if m and _real(m.group(1)) and _real(m.group(2)) else 0.0)
-    return out
+    return [_tag_pair(t, _SOFT_XML, "reasoning", "answer") for t in completion_texts(completions)]
 
 
 def count_xml(text: str) -> float:
@@ -73,11 +75,7 @@ def xml_count_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[floa
 @reward_meta("format", 0.0, 1.0)
 def think_answer_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
     """1.0 for ``<think>…</think><answer>…</answer>`` (R1 style), each tag once, nothing around it."""
-    out = []
-    for t in completion_texts(completions):
-        m = _THINK_ANSWER.match(t) if _tags_once(t, "think", "answer") else None
-        out.append(1.0 if m and _real(m.group(1)) and _real(m.group(2)) else 0.0)
-    return out
+    return [_tag_pair(t, _THINK_ANSWER, "think", "answer") for t in completion_texts(completions)]
 
 
 @reward_meta("format", 0.0, 1.0)

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from grpo_fast.rewards.base import column as get_column
-from grpo_fast.rewards.base import completion_texts, factory, named, words
+from grpo_fast.rewards.base import against_column, completion_texts, factory, named, words
 
 
 def _counter(tokenizer: Any = None) -> Callable[[str], int]:
@@ -46,17 +45,12 @@ def make_relative_length_reward(
     """Ideal length relative to a source column (summaries ≈ ``ratio`` × document); None without a source."""
     count = _counter(tokenizer)
 
+    def score(text: str, source: Any) -> float:
+        target = max(1.0, ratio * count(str(source)))
+        return max(0.0, 1.0 - abs(count(text) - target) / target)
+
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        sources = get_column(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, src in zip(texts, sources):
-            if not src:
-                out.append(None)
-                continue
-            target = max(1.0, ratio * count(str(src)))
-            out.append(max(0.0, 1.0 - abs(count(text) - target) / target))
-        return out
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="length", reward_range=(0.0, 1.0))
 

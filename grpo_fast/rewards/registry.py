@@ -18,77 +18,45 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.rewards import code, correctness, length, mathverify, style
+from grpo_fast.rewards import format as fmt
 from grpo_fast.rewards.base import RewardFunc, factory
-from grpo_fast.rewards.code import make_code_execution_reward
-from grpo_fast.rewards.correctness import (
-    make_exact_match_reward,
-    make_fuzzy_match_reward,
-    make_json_field_match_reward,
-    make_multiple_choice_reward,
-    make_numeric_match_reward,
-    make_rouge_reward,
-)
-from grpo_fast.rewards.format import (
-    code_block_reward,
-    json_valid_reward,
-    make_json_schema_reward,
-    python_syntax_reward,
-    soft_xml_format_reward,
-    strict_xml_format_reward,
-    think_answer_format_reward,
-    xml_count_reward,
-)
-from grpo_fast.rewards.length import (
-    make_ideal_length_reward,
-    make_max_length_penalty,
-    make_min_length_reward,
-    make_relative_length_reward,
-    make_soft_overlong_punishment,
-)
-from grpo_fast.rewards.mathverify import math_accuracy_reward
 from grpo_fast.rewards.presets import RewardSet, get_preset
-from grpo_fast.rewards.style import (
-    language_consistency_reward,
-    make_citation_reward,
-    make_faithfulness_reward,
-    make_repetition_penalty,
-    reasoning_steps_reward,
-)
 
-factory(make_code_execution_reward)  # TODO(sandbox merge): decorate it in rewards/code.py
+factory(code.make_code_execution_reward)  # TODO(sandbox merge): decorate it in rewards/code.py
 
 # name -> reward function, or factory (``is_reward_factory``) called by ``get_reward`` with the YAML params.
 REWARDS: dict[str, Callable[..., Any]] = {
     # correctness
-    "exact_match": make_exact_match_reward,
-    "fuzzy_match": make_fuzzy_match_reward,
-    "numeric_match": make_numeric_match_reward,
-    "math_accuracy": math_accuracy_reward,
-    "multiple_choice": make_multiple_choice_reward,
-    "json_field_match": make_json_field_match_reward,
-    "code_execution": make_code_execution_reward,
-    "rouge": make_rouge_reward,
+    "exact_match": correctness.make_exact_match_reward,
+    "fuzzy_match": correctness.make_fuzzy_match_reward,
+    "numeric_match": correctness.make_numeric_match_reward,
+    "math_accuracy": mathverify.math_accuracy_reward,
+    "multiple_choice": correctness.make_multiple_choice_reward,
+    "json_field_match": correctness.make_json_field_match_reward,
+    "code_execution": code.make_code_execution_reward,
+    "rouge": correctness.make_rouge_reward,
     # format
-    "strict_xml_format": strict_xml_format_reward,
-    "soft_xml_format": soft_xml_format_reward,
-    "xml_count": xml_count_reward,
-    "think_answer_format": think_answer_format_reward,
-    "json_valid": json_valid_reward,
-    "json_schema": make_json_schema_reward,
-    "code_block": code_block_reward,
-    "python_syntax": python_syntax_reward,
+    "strict_xml_format": fmt.strict_xml_format_reward,
+    "soft_xml_format": fmt.soft_xml_format_reward,
+    "xml_count": fmt.xml_count_reward,
+    "think_answer_format": fmt.think_answer_format_reward,
+    "json_valid": fmt.json_valid_reward,
+    "json_schema": fmt.make_json_schema_reward,
+    "code_block": fmt.code_block_reward,
+    "python_syntax": fmt.python_syntax_reward,
     # length
-    "ideal_length": make_ideal_length_reward,
-    "relative_length": make_relative_length_reward,
-    "min_length": make_min_length_reward,
-    "max_length_penalty": make_max_length_penalty,
-    "soft_overlong_punishment": make_soft_overlong_punishment,
+    "ideal_length": length.make_ideal_length_reward,
+    "relative_length": length.make_relative_length_reward,
+    "min_length": length.make_min_length_reward,
+    "max_length_penalty": length.make_max_length_penalty,
+    "soft_overlong_punishment": length.make_soft_overlong_punishment,
     # style
-    "reasoning_steps": reasoning_steps_reward,
-    "citation": make_citation_reward,
-    "repetition_penalty": make_repetition_penalty,
-    "language_consistency": language_consistency_reward,
-    "faithfulness": make_faithfulness_reward,
+    "reasoning_steps": style.reasoning_steps_reward,
+    "citation": style.make_citation_reward,
+    "repetition_penalty": style.make_repetition_penalty,
+    "language_consistency": style.language_consistency_reward,
+    "faithfulness": style.make_faithfulness_reward,
 }
 
 

@@ -10,8 +10,8 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
-from grpo_fast.rewards.base import column as get_column
 from grpo_fast.rewards.base import (
+    against_column,
     completion_texts,
     extract_tag,
     factory,
@@ -22,6 +22,7 @@ from grpo_fast.rewards.base import (
     reward_meta,
     words,
 )
+from grpo_fast.rewards.base import column as get_column
 
 _STEP_RE = re.compile(
     r"(?im)^\s*(?:step\s*\d+\s*[:.)-]|\d+[.)]\s|[-*•]\s)|\b(?:first|second|third|next|then|finally|therefore|thus)\b[,:]"
@@ -155,23 +156,17 @@ def make_faithfulness_reward(
     A "summary" longer than ``max_ratio`` × the document scores 0: copying is not summarising.
     """
 
+    def score(text: str, doc: Any) -> float:
+        doc_toks = normalize_answer(doc).split()
+        toks = normalize_answer(text[:50_000]).split()
+        grams = ngrams(toks, ngram_size)
+        if not grams or len(toks) > max_ratio * len(doc_toks):
+            return 0.0
+        source = set(ngrams(doc_toks, ngram_size))
+        return sum(1 for g in grams if g in source) / len(grams)
+
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        docs = get_column(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, doc in zip(texts, docs):
-            if not doc:
-                out.append(None)
-                continue
-            doc_toks = normalize_answer(doc).split()
-            toks = normalize_answer(text[:50_000]).split()
-            grams = ngrams(toks, ngram_size)
-            if not grams or len(toks) > max_ratio * len(doc_toks):
-                out.append(0.0)
-                continue
-            source = set(ngrams(doc_toks, ngram_size))
-            out.append(sum(1 for g in grams if g in source) / len(grams))
-        return out
+        return against_column(completions, kwargs, column, score)
 
     return named(reward, name, reward_kind="style", reward_range=(0.0, 1.0))
 

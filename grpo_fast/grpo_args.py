@@ -1,0 +1,117 @@
+"""The GRPO half of a config: TRL's own ``GRPOConfig`` is its schema and its validator.
+
+Each GRPO key is coerced with TRL's type annotation (lax: ``"1e-5"`` becomes 1e-05), checked against the few
+ranges TRL accepts silently but that cannot train, and the whole set then runs through ``GRPOConfig.__post_init__``
+so TRL's own checks (group size, batch divisibility, bf16 on this machine) fire before any weights load.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Callable
+from dataclasses import fields as dataclass_fields
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from grpo_fast.errors import UserError
+
+# GRPOConfig keys that old tutorials use and today's TRL no longer has, with what to do instead.
+REMOVED = {
+    "max_prompt_length": "TRL removed it; set max_prompt_tokens (the kit drops longer prompts and reports them)",
+    "max_length": "set max_prompt_tokens and max_completion_length instead",
+}
+# GRPOConfig fields the kit sets itself from its own keys.
+OWNED = {"output_dir": "run_dir", "seed": "seed"}
+# Ranges TRL accepts silently but that cannot train (TRL's own checks run afterwards, in GRPOConfig).
+LIMITS: dict[str, Any] = {
+    "learning_rate": Annotated[float, Field(gt=0)],
+    "num_generations": Annotated[int | None, Field(ge=2)],
+    "max_completion_length": Annotated[int, Field(ge=1)],
+    "per_device_train_batch_size": Annotated[int, Field(ge=1)],
+    "gradient_accumulation_steps": Annotated[int, Field(ge=1)],
+    "num_iterations": Annotated[int, Field(ge=1)],
+    "temperature": Annotated[float, Field(gt=0)],
+    "top_p": Annotated[float, Field(gt=0, le=1)],
+    "beta": Annotated[float, Field(ge=0)],
+    "epsilon": Annotated[float, Field(gt=0)],
+    "num_train_epochs": Annotated[float, Field(gt=0)],
+    "logging_steps": Annotated[float, Field(gt=0)],
+    "save_steps": Annotated[float, Field(gt=0)],
+    "warmup_ratio": Annotated[float, Field(ge=0, le=1)],
+    "weight_decay": Annotated[float, Field(ge=0)],
+    "max_grad_norm": Annotated[float, Field(ge=0)],
+    "vllm_gpu_memory_utilization": Annotated[float, Field(gt=0, le=1)],
+    "generation_batch_size": Annotated[int | None, Field(ge=1)],
+    "steps_per_generation": Annotated[int | None, Field(ge=1)],
+}
+LIMIT_FIXES = {
+    "learning_rate": "use a positive rate, e.g. 5.0e-6 for LoRA or 1.0e-6 for full fine-tuning",
+    "num_generations": "GRPO compares completions within a group: use 4 (small GPUs), 8 (default) or 16",
+    "max_completion_length": "give the longest completion in tokens, e.g. 256 (512+ for reasoning)",
+    "temperature": "sample with a positive temperature, e.g. 1.0 (GRPO needs varied completions)",
+}
+# Words of TRL's messages that point at a key without naming it.
+TRL_WORDS = {"num_generations": "generations per prompt", "bf16": "bf16"}
+# A fix to print beside TRL's own message when it names one of these keys.
+TRL_HINTS = {
+    "num_generations": "in today's TRL the batch counts completions, not prompts: make per_device_train_batch_size "
+                       "x steps_per_generation a multiple of num_generations (e.g. 8 and 8, or 4 and 4)",
+    "bf16": "bf16 needs a GPU with native bf16 (Ampere or newer); use profile: cpu or set bf16: false",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def fields() -> dict[str, Any]:
+    """GRPOConfig's init fields with their resolved type annotations (imports trl, ~5 s, once)."""
+    from trl import GRPOConfig
+
+    hints = typing.get_type_hints(GRPOConfig)
+    return {f.name: hints[f.name] for f in dataclass_fields(GRPOConfig) if f.init}
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
+
+
+def coerce(key: str, value: Any, label: str) -> Any:
+    """One GRPO key's value, coerced by TRL's annotation and checked against the kit's range for it."""
+    if key in OWNED and OWNED[key] != key:
+        raise UserError(f"'{key}' is set by grpo_fast", label, f"set '{OWNED[key]}' instead")
+    if key in REMOVED:
+        raise UserError(f"'{key}' is no longer a GRPOConfig field", label, REMOVED[key])
+    annotation = fields()[key]
+    if isinstance(value, bool) and annotation is not bool:
+        try:
+            _adapter(annotation).validate_python(value, strict=True)
+        except ValidationError:
+            value = "yes" if value else "no"  # YAML 1.1 reads `save_strategy: no` as False
+    for check in (annotation, LIMITS.get(key)):
+        if check is None:
+            continue
+        try:
+            value = _adapter(check).validate_python(value)
+        except ValidationError as err:
+            problem = err.errors()[0]["msg"]
+            fix = LIMIT_FIXES.get(key, f"give '{key}' a valid value (TRL's type: {type_name(annotation)})")
+            raise UserError(f"'{key}' {problem[:1].lower() + problem[1:]}, got {value!r}", label, fix) from None
+    return value
+
+
+def check(build: Callable[[], Any], grpo: dict[str, Any], label: Callable[[str], str]) -> Any:
+    """``build()`` (a GRPOConfig) with TRL's own ``__post_init__`` checks; its message, located at the key."""
+    try:
+        return build()
+    except (ValueError, TypeError) as err:
+        message = str(err).strip().splitlines()[0]
+        named = [k for k in grpo if k in message] or [k for k, words in TRL_WORDS.items() if words in message]
+        key = named[0] if named else None
+        fix = TRL_HINTS.get(key or "", "change the setting TRL names (see TRL's GRPOConfig documentation)")
+        raise UserError(f"TRL rejects the GRPO settings: {message}", label(key) if key else "GRPOConfig settings",
+                        fix) from None
+
+
+def type_name(annotation: Any) -> str:
+    return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
