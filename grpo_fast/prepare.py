@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_fast import data, models
+from grpo_fast import data, models, trackers
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe, get_recipe
@@ -39,6 +39,7 @@ def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
 def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
     recipe = get_recipe(cfg.recipe)
+    trackers.check(cfg)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
               *cfg.notes]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import checkpoints
+from grpo_fast import checkpoints, trackers
 from grpo_fast.config import Stage
 from grpo_fast.models import LoadedModel
 from grpo_fast.prepare import Prepared
@@ -29,16 +29,20 @@ class StageResult:
         return bool(self.monitor and self.monitor.stopped_by)
 
 
-def build_trainer(prep: Prepared, loaded: LoadedModel, output_dir: Path, callbacks: list | None = None) -> Any:
-    """TRL's GRPOTrainer with the run's rewards (guarded); their weights go to GRPOConfig.reward_weights."""
+def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str | None = None,
+                  callbacks: list | None = None) -> Any:
+    """TRL's GRPOTrainer with the run's rewards (guarded, their weights in GRPOConfig.reward_weights), writing
+    checkpoints under the stage's folder and tracker logs under the run directory."""
+    cfg = prep.cfg
+    named = trackers.point_at(run_dir, stage, cfg)  # before TRL's trainer module imports trackio
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from grpo_fast.callbacks import StopOnRewardFailure
     from grpo_fast.rewards.guard import guard_rewards
 
-    cfg = prep.cfg
-    args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights)
+    output_dir = checkpoints.output_dir(run_dir, stage)
+    args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
     return GRPOTrainer(
@@ -69,7 +73,8 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
         adaptive = AdaptiveWeights(AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low,
                                                         w_max=high))
     memory = MemoryCheck.for_run(cfg, run_dir)
-    trainer = build_trainer(prep, loaded, out, callbacks=[c for c in (adaptive, logger, monitor, memory) if c])
+    trainer = build_trainer(prep, loaded, run_dir, stage.name if staged else None,
+                            callbacks=[c for c in (adaptive, logger, monitor, memory) if c])
     logger.attach(trainer)
     if adaptive:
         adaptive.trainer = trainer

@@ -11,11 +11,11 @@ import errno
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import checkpoints, models, rundir
+from grpo_fast import checkpoints, models, rundir, trackers
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.prepare import Prepared, prepare
@@ -39,13 +39,17 @@ class RunResult:
     wall_s: float
     s_per_step: float
     backend: str
+    trackers: dict[str, str] = field(default_factory=dict)
+    """Tracker name -> the command that opens its logs (they live under the run directory)."""
 
     def text(self) -> str:
         top = f"  (max possible {self.reward_max:g})" if self.reward_max is not None else ""
-        return (f"reward (mean of first 5 -> last 5 logged steps): {self.reward_first:.3f} -> {self.reward_last:.3f}"
-                f"{top}\n{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend "
-                f"{self.backend})\nartifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, "
-                f"reward_curve.png, adapter/)")
+        lines = [f"reward (mean of first 5 -> last 5 logged steps): {self.reward_first:.3f} -> "
+                 f"{self.reward_last:.3f}{top}",
+                 f"{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend {self.backend})",
+                 f"artifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, reward_curve.png, adapter/)"]
+        lines += [f"{name} logs: {command}" for name, command in self.trackers.items()]
+        return "\n".join(lines)
 
 
 def train(config: str | RunConfig | None = None, *, force: bool = False, resume: str | Path | None = None,
@@ -97,7 +101,7 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
         raise write_error(err, run_dir) from None
     wall = time.time() - start
     result = RunResult(run_dir, steps, *reward_span(run_dir), preps[-1].rewards.max_total, wall,
-                       wall / max(1, done), loaded.backend.name)
+                       wall / max(1, done), loaded.backend.name, trackers.where(cfg, run_dir))
     if main:
         save_run(run_dir, cfg, loaded, result, [r.monitor.summary() for r in results if r.monitor])
         if cfg.evaluate:

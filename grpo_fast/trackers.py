@@ -1,0 +1,79 @@
+"""Experiment trackers (``report_to``), as TRL users expect them: checked before any weights load, writing
+under the run directory at a stable path, and named with the command that opens them when the run ends.
+
+TensorBoard writes ``RUN/tensorboard/<stage>/``; Trackio (local-first) keeps its database in ``RUN/trackio/``
+(project ``grpo_fast``, one run per run directory). Other transformers integrations (wandb, mlflow, ...) work as
+transformers runs them; the kit only checks that they are installed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from grpo_fast.errors import UserError
+
+PROJECT = "grpo_fast"
+INSTALL = {
+    "tensorboard": "pip install 'grpo_fast[tensorboard]'   (or: pip install tensorboard)",
+    "trackio": "pip install 'grpo_fast[trackio]'   (or: pip install trackio)",
+}
+
+
+def requested(cfg: Any) -> list[str]:
+    """The trackers a config reports to (TRL normalises ``report_to`` to a list; "all" is expanded by it)."""
+    return [str(name) for name in (cfg.args.report_to or []) if name != "none"]
+
+
+def check(cfg: Any) -> None:
+    """Every requested tracker is known to transformers and installed here, or one message saying how."""
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    available = set(get_available_reporting_integrations())
+    for name in requested(cfg):
+        if name not in INTEGRATION_TO_CALLBACK:
+            close = difflib.get_close_matches(name, list(INTEGRATION_TO_CALLBACK), n=1)
+            raise UserError(f"unknown tracker {name!r} in report_to", cfg.where("report_to"),
+                            (f"did you mean '{close[0]}'? " if close else "") +
+                            f"known: none, all, {', '.join(INTEGRATION_TO_CALLBACK)}")
+        if name not in available:
+            raise UserError(f"report_to includes {name!r} but {name} is not installed", cfg.where("report_to"),
+                            INSTALL.get(name, f"pip install {name}") + ", or set report_to: none")
+
+
+def point_at(run_dir: Path, stage: str | None, cfg: Any) -> dict[str, Any]:
+    """Send the trackers' files under ``run_dir`` (environment for the transformers callbacks) and return the
+    GRPOConfig changes that name the project and the run."""
+    names = requested(cfg)
+    changes: dict[str, Any] = {}
+    if "tensorboard" in names:
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard" / (stage or "grpo"))
+    if "trackio" in names:
+        os.environ.setdefault("TRACKIO_DIR", str(run_dir / "trackio"))
+        changes.update(project=PROJECT, run_name=run_dir.name)
+    return changes
+
+
+def where(cfg: Any, run_dir: Path) -> dict[str, str]:
+    """For the end-of-run summary: each tracker's files and the command that opens them."""
+    names = requested(cfg)
+    out = {}
+    if "tensorboard" in names:
+        out["tensorboard"] = f"tensorboard --logdir {run_dir / 'tensorboard'}"
+    if "trackio" in names:
+        store = _trackio_dir(run_dir)
+        out["trackio"] = f"TRACKIO_DIR={store} trackio show --project {PROJECT}"
+    return out
+
+
+def _trackio_dir(run_dir: Path) -> Path:
+    """Where trackio really writes: fixed when trackio is first imported (an earlier run in this process may
+    have set it), else the run directory."""
+    module = sys.modules.get("trackio.utils")
+    if module is not None:
+        return Path(module.TRACKIO_DIR)
+    return Path(os.environ.get("TRACKIO_DIR") or run_dir / "trackio")
