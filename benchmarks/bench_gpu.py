@@ -85,9 +85,9 @@ def worker(spec: dict) -> dict:
     cfg = resolve_config("demo", overrides)
     torch.cuda.reset_peak_memory_stats()
     result = train(cfg, force=True)  # random weights: the reward gold self-test is beside the point here
-    metrics = [json.loads(line) for line in (Path(result.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in (Path(result.path) / "metrics.jsonl").read_text().splitlines()]
     steady = metrics[1:] or metrics  # the first step pays for compilation and warm-up
-    step_s = sum(m.get("step_time", result.s_per_step) for m in steady) / len(steady)
+    step_s = sum(m.get("step_time", result.summary["s_per_step"]) for m in steady) / len(steady)
     tokens = spec["completion"] * 8
     return {"name": spec["name"], "step_s": step_s, "gen_tok_s": tokens / step_s,
             "peak_gb": torch.cuda.max_memory_allocated() / 2**30}

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
+from grpo_fast import quiet_libraries
 from grpo_fast.errors import UserError
 
 
@@ -72,11 +71,11 @@ def _train(args: argparse.Namespace) -> int:
         print("\n".join(prep.report))
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
-    result = train(cfg, force=args.force, resume=args.resume)
+    run = train(cfg, force=args.force, resume=args.resume, verbose=args.verbose)
     from grpo_fast.rundir import is_main_process
 
     if is_main_process():
-        print(result.text())
+        print(run.describe())
     return 0
 
 
@@ -198,10 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "target", None) and "=" in args.target:  # `grpo-fast train max_steps=5`: no target, only overrides
         args.overrides.insert(0, args.target)
         args.target = None
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
-    if not args.verbose:
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        logging.getLogger("grpo_fast").setLevel(logging.INFO)
+    quiet_libraries(args.verbose)
     try:
         return args.func(args)
     except UserError as err:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import rundir
+from grpo_fast import make_callable, rundir
 from grpo_fast.errors import UserError
 from grpo_fast.rewards import RewardSet, score_rows
 
@@ -192,20 +192,25 @@ def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
     return trained, tokenizer, lambda: contextlib.nullcontext(base_model)
 
 
-def evaluate_run(run_dir: str | Path, *, k: int | None = None, n: int | None = None,
+def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: int | None = None,
                  max_new_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  limit: int | None = None, batch_size: int = 16) -> dict[str, Any]:
     """Evaluate the base model and the run's adapter on the run's held-out rows; write ``eval.json``.
+
+        grpo_fast.evaluate("runs/demo-20261203-101500")          # or a Run from grpo_fast.train / load
+        grpo_fast.evaluate(run, k=8, limit=50)["comparison"]     # metric, base, trained, delta rows
 
     The run directory holds what this needs: config.yaml (rewards, settings) and heldout.jsonl (the rows
     training never saw). Unset options default to the run's own settings (eval_k, max_completion_length,
     temperature, seed).
     """
+    from grpo_fast import quiet_libraries
     from grpo_fast.prepare import run_rewards
     from grpo_fast.recipes import get_recipe
     from grpo_fast.resolve import resolve_config
 
-    run = rundir.Run.open(run_dir, adapter=True)
+    quiet_libraries()
+    run = rundir.Run.open(rundir.path_of(run_dir), adapter=True)
     cfg = resolve_config(str(run.path / rundir.CONFIG))
     recipe = get_recipe(cfg.recipe)
     rewards = run_rewards(cfg, recipe)
@@ -229,3 +234,6 @@ def evaluate_run(run_dir: str | Path, *, k: int | None = None, n: int | None = N
     }
     rundir.write_json(run.path / EVAL_FILE, result)
     return result
+
+
+make_callable(__name__, evaluate_run)

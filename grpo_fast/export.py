@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
+from grpo_fast import make_callable
 from grpo_fast.errors import UserError
-from grpo_fast.rundir import Run
+from grpo_fast.rundir import Run, path_of
 
 log = logging.getLogger("grpo_fast.export")
 
@@ -204,42 +205,50 @@ def push(folder: Path, repo: str, private: bool = False) -> str:
     return f"https://huggingface.co/{repo}"
 
 
-def export_run(run_dir: str | Path, fmt: str = "merged", *, quant: str | None = None, out: str | Path | None = None,
+def export_run(run_dir: str | Path | Run, format: str = "merged", *, quant: str | None = None,
+               out: str | Path | None = None,
                dtype: str = "auto", push_to_hub: str | None = None, private: bool = False) -> Path:
-    """Export a finished run; returns the folder written. Every argument is checked before any work."""
-    if fmt not in FORMATS:
-        raise UserError(f"unknown export format {fmt!r}", "--format", f"use one of: {', '.join(FORMATS)}")
+    """Export a finished run; returns the folder written. Every argument is checked before any work.
+
+        grpo_fast.export(run, format="merged")                 # 16-bit model + model card, next to the run
+        grpo_fast.export("runs/demo-...", format="adapter", out="my-adapter", push_to_hub="me/my-adapter")
+    """
+    from grpo_fast import quiet_libraries
+
+    quiet_libraries()
+    if format not in FORMATS:
+        raise UserError(f"unknown export format {format!r}", "--format", f"use one of: {', '.join(FORMATS)}")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}", "--dtype", f"use one of: {', '.join(DTYPES)}")
-    if quant is not None and fmt != "gguf":
-        raise UserError(f"--quant applies to --format gguf only (got --format {fmt})", "--quant",
+    if quant is not None and format != "gguf":
+        raise UserError(f"--quant applies to --format gguf only (got --format {format})", "--quant",
                         "drop --quant, or add --format gguf")
     quant = (quant or "q4_k_m").lower()
-    if fmt == "gguf" and quant not in GGUF_QUANTS:
+    if format == "gguf" and quant not in GGUF_QUANTS:
         raise UserError(f"unknown GGUF quantization {quant!r}", "--quant", f"use one of: {', '.join(GGUF_QUANTS)}")
     check_hub_repo(push_to_hub)
-    info = Run.open(run_dir, finished=True, lora=True)
-    if fmt == "gguf" and not unsloth_gguf_ready():
+    info = Run.open(path_of(run_dir), finished=True, lora=True)
+    if format == "gguf" and not unsloth_gguf_ready():
         raise UserError(
             "GGUF export needs Unsloth on a CUDA GPU, and it is not available here",
             "--format gguf",
             "pip install -r requirements-gpu.txt on a GPU machine; or export --format merged and convert with "
             "llama.cpp: python llama.cpp/convert_hf_to_gguf.py MERGED_DIR --outtype f16, then llama-quantize",
         )
-    default = info.path / (f"export-gguf-{quant}" if fmt == "gguf" else f"export-{fmt}")
+    default = info.path / (f"export-gguf-{quant}" if format == "gguf" else f"export-{format}")
     dest = Path(out).expanduser() if out else default
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} already exists and is not empty", "--out", "choose another --out or remove it")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        if fmt == "adapter":
+        if format == "adapter":
             detail = _write_adapter(info, tmp)
-        elif fmt == "merged":
+        elif format == "merged":
             detail = _write_merged(info, tmp, dtype)
         else:
             detail = _write_gguf(info, tmp, quant)
-        (tmp / "README.md").write_text(model_card(info, fmt, {"detail": detail}), encoding="utf-8")
+        (tmp / "README.md").write_text(model_card(info, format, {"detail": detail}), encoding="utf-8")
         if dest.exists():
             dest.rmdir()
         os.replace(tmp, dest)
@@ -272,3 +281,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--push-to-hub", default=None, metavar="REPO", help="also upload to the hub as owner/name")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create a private repository")
     p.set_defaults(func=_export_cmd)
+
+
+make_callable(__name__, export_run)

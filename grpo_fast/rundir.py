@@ -197,6 +197,39 @@ class Run:
                             "the run was trained with eval_rows: 0 or by an older grpo_fast; train again to evaluate")
         return rows
 
+    def describe(self) -> str:
+        """What a user wants to read when the run ends: reward, held-out before -> after, where things are."""
+        lines = []
+        s = self.summary
+        if s:
+            top = f"  (max possible {s['reward_max']:g})" if s.get("reward_max") is not None else ""
+            lines += [f"reward (mean of first 5 -> last 5 logged steps): {s['reward_first']:.3f} -> "
+                      f"{s['reward_last']:.3f}{top}",
+                      f"{s['steps']} steps in {s['wall_s']:.0f} s ({s['s_per_step']:.1f} s/step, backend "
+                      f"{s['backend']})"]
+        else:
+            lines.append("unfinished: no summary.json (training was interrupted or still runs)")
+        if self.evaluation:
+            rows = {r["metric"]: r for r in self.evaluation.get("comparison", [])}
+            shown = [f"{m} {rows[m]['base']:.2f} -> {rows[m]['trained']:.2f}" for m in
+                     ("accuracy", "format", f"pass@{self.evaluation.get('settings', {}).get('k', 4)}") if m in rows]
+            lines.append(f"held-out ({self.evaluation['trained']['rows']} rows, base -> trained): " + ", ".join(shown))
+        files = [f for f in ("config.yaml", "metrics.jsonl", "samples.jsonl", "reward_curve.png", ADAPTER + "/",
+                             REPORT_FILE) if (self.path / f.rstrip("/")).exists()]
+        lines.append(f"artifacts: {self.path}/ ({', '.join(files)})")
+        lines += [f"{name} logs: {command}" for name, command in (s or {}).get("trackers", {}).items()]
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         state = "finished" if self.finished else "unfinished"
         return f"Run({str(self.path)!r}, recipe={self.recipe!r}, {state})"
+
+
+def load(run_dir: str | Path | Run) -> Run:
+    """A run directory as a ``Run`` (finished or not): ``grpo_fast.load("runs/demo-...")``."""
+    return run_dir if isinstance(run_dir, Run) else Run.open(run_dir)
+
+
+def path_of(run: str | Path | Run) -> Path:
+    """The folder of a run given as a path or a ``Run``."""
+    return run.path if isinstance(run, Run) else Path(run).expanduser()

@@ -11,11 +11,10 @@ import errno
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import checkpoints, models, rundir, trackers
+from grpo_fast import checkpoints, make_callable, models, rundir, trackers
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.prepare import Prepared, prepare
@@ -27,39 +26,23 @@ RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_m
                "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "stages")
 
 
-@dataclass
-class RunResult:
-    """What a finished run reports; also written as summary.json."""
-
-    run_dir: Path
-    steps: int
-    reward_first: float
-    reward_last: float
-    reward_max: float | None
-    wall_s: float
-    s_per_step: float
-    backend: str
-    trackers: dict[str, str] = field(default_factory=dict)
-    """Tracker name -> the command that opens its logs (they live under the run directory)."""
-
-    def text(self) -> str:
-        top = f"  (max possible {self.reward_max:g})" if self.reward_max is not None else ""
-        lines = [f"reward (mean of first 5 -> last 5 logged steps): {self.reward_first:.3f} -> "
-                 f"{self.reward_last:.3f}{top}",
-                 f"{self.steps} steps in {self.wall_s:.0f} s ({self.s_per_step:.1f} s/step, backend {self.backend})",
-                 f"artifacts: {self.run_dir}/ (config.yaml, metrics.jsonl, samples.jsonl, reward_curve.png, adapter/)"]
-        lines += [f"{name} logs: {command}" for name, command in self.trackers.items()]
-        return "\n".join(lines)
-
-
 def train(config: str | RunConfig | None = None, *, force: bool = False, resume: str | Path | None = None,
-          **overrides: Any) -> RunResult:
+          verbose: bool = False, **overrides: Any) -> rundir.Run:
     """Train a recipe name, a YAML file or a RunConfig, with ``overrides`` of any key; evaluate; report.
 
-    ``resume``: a run directory (its newest complete checkpoint, stage by stage) or a checkpoint folder;
-    the optimizer, scheduler, RNG and data position come back with it. The run directory is created only
-    after every check passed, and nothing in a resumed one changes before its checkpoint has loaded.
+        run = grpo_fast.train("demo", max_steps=30)
+        run = grpo_fast.train("recipes/math.yaml", model="Qwen/Qwen2.5-1.5B-Instruct", learning_rate=5e-6)
+        run = grpo_fast.train(resume="runs/demo-20261203-101500")
+
+    Returns the run (``run.summary``, ``run.evaluation``, ``run.report``, ``run.adapter``, ``run.describe()``).
+    ``force``: train even if the reward gold self-test fails. ``resume``: a run directory (its newest complete
+    checkpoint, stage by stage) or a checkpoint folder; optimizer, scheduler, RNG and data position come back.
+    The run directory is created only after every check passed; nothing in a resumed one changes before its
+    checkpoint has loaded. Bad input raises ``UserError`` (what, where, how to fix).
     """
+    from grpo_fast import quiet_libraries
+
+    quiet_libraries(verbose)
     if resume is not None and config is None:
         config = str(run_of(Path(resume)) / rundir.CONFIG)
     cfg = config if isinstance(config, RunConfig) and not overrides else resolve_config(config, overrides)
@@ -100,13 +83,16 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     except (OSError, RuntimeError) as err:
         raise write_error(err, run_dir) from None
     wall = time.time() - start
-    result = RunResult(run_dir, steps, *reward_span(run_dir), preps[-1].rewards.max_total, wall,
-                       wall / max(1, done), loaded.backend.name, trackers.where(cfg, run_dir))
+    first, last = reward_span(run_dir)
+    summary = {"run_dir": str(run_dir), "steps": steps, "reward_first": first, "reward_last": last,
+               "reward_max": preps[-1].rewards.max_total, "wall_s": wall, "s_per_step": wall / max(1, done),
+               "backend": loaded.backend.name, "trackers": trackers.where(cfg, run_dir),
+               "health": [r.monitor.summary() for r in results if r.monitor]}
     if main:
-        save_run(run_dir, cfg, loaded, result, [r.monitor.summary() for r in results if r.monitor])
+        save_run(run_dir, cfg, loaded, summary)
         if cfg.evaluate:
             finish_with_evaluation(run_dir)
-    return result
+    return rundir.Run.open(run_dir)
 
 
 def run_of(path: Path) -> Path:
@@ -174,7 +160,7 @@ def reward_span(run_dir: Path) -> tuple[float, float]:
     return sum(rewards[:5]) / max(1, len(rewards[:5])), sum(rewards[-5:]) / max(1, len(rewards[-5:]))
 
 
-def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, result: RunResult, health: list) -> None:
+def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary: dict[str, Any]) -> None:
     """The trained adapter (swapped in whole), the reward curve, then summary.json: the run is finished."""
     from grpo_fast.report import plot_rewards
 
@@ -189,8 +175,8 @@ def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, result: 
     except OSError as err:
         raise write_error(err, run_dir) from None
     plot_rewards(rundir.read_jsonl(run_dir / "metrics.jsonl"), run_dir / "reward_curve.png",
-                 f"grpo_fast {cfg.recipe}: reward per step", result.reward_max)
-    rundir.write_json(run_dir / rundir.SUMMARY, {**asdict(result), "run_dir": str(run_dir), "health": health})
+                 f"grpo_fast {cfg.recipe}: reward per step", summary["reward_max"])
+    rundir.write_json(run_dir / rundir.SUMMARY, summary)
 
 
 def write_error(err: OSError | RuntimeError, run_dir: Path) -> UserError | OSError | RuntimeError:
@@ -228,3 +214,6 @@ def finish_with_evaluation(run_dir: Path) -> None:
     evaluation = evaluate_run(run_dir)
     print("held-out evaluation, base vs trained:\n" + format_table(evaluation["comparison"]), flush=True)
     print(f"report: {write_report(run_dir)}", flush=True)
+
+
+make_callable(__name__, train)

@@ -22,7 +22,7 @@ def run_dir(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("export-run") / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
                                   "learning_rate=0.05", f"run_dir={out}", VARIED_REWARDS])
-    return train(cfg).run_dir
+    return train(cfg).path
 
 
 def _cli(argv: list[str]) -> int:

@@ -39,7 +39,7 @@ def run_dir(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("infer-run") / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=1", "max_completion_length=8",
                                   f"run_dir={out}"])
-    return train(cfg).run_dir
+    return train(cfg).path
 
 
 def test_engine_selection_simulated():

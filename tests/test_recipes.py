@@ -105,10 +105,11 @@ def test_recipe_trains_a_step_on_the_embedded_model(name, in_tmp):
     cfg = resolve_config(name, ["max_steps=1", "max_completion_length=8", "num_generations=2",
                                 "per_device_train_batch_size=2", "eval_rows=2", "evaluate=false"])
     result = train(cfg)
-    assert result.steps == 1 and result.run_dir.is_dir() and result.reward_max == get_recipe(name).rewards.max_total
-    metrics = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert result.summary["steps"] == 1 and result.path.is_dir()
+    assert result.summary["reward_max"] == get_recipe(name).rewards.max_total
+    metrics = [json.loads(line) for line in (result.path / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(f"rewards/{r}/mean" in metrics[0] for r in PRESET_REWARDS[name]), sorted(metrics[0])
-    assert (result.run_dir / "adapter" / "adapter_config.json").exists()
+    assert (result.path / "adapter" / "adapter_config.json").exists()
 
 
 # --------------------------------------------------------------------------- mappers on hub-schema rows

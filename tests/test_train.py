@@ -37,9 +37,9 @@ def test_tiny_model_trains_and_writes_run_dir(tiny_model_dir, in_tmp):
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
                                   "learning_rate=0.01", VARIED_REWARDS])
     result = train(cfg)
-    assert result.steps == 2 and result.run_dir.parent.name == "runs"
-    _assert_run_dir(result.run_dir, 2, rewards=("ideal_length_4", "numeric_match"))
-    weights = load_file(result.run_dir / "adapter" / "adapter_model.safetensors")
+    assert result.summary["steps"] == 2 and result.path.parent.name == "runs"
+    _assert_run_dir(result.path, 2, rewards=("ideal_length_4", "numeric_match"))
+    weights = load_file(result.path / "adapter" / "adapter_model.safetensors")
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(torch.count_nonzero(v) for v in lora_b)  # lora_B starts at zero: it moved
 
@@ -83,8 +83,8 @@ def test_gpu_only_option_fails_before_any_file_is_written(in_tmp):
 def test_embedded_model_trains_a_few_steps(in_tmp):
     cfg = resolve_config("demo", ["max_steps=2", "max_completion_length=12"])
     result = train(cfg)
-    _assert_run_dir(result.run_dir, 2)
-    weights = load_file(result.run_dir / "adapter" / "adapter_model.safetensors")
+    _assert_run_dir(result.path, 2)
+    weights = load_file(result.path / "adapter" / "adapter_model.safetensors")
     assert any(torch.count_nonzero(v) for k, v in weights.items() if "lora_B" in k)
-    config = json.loads((result.run_dir / "adapter" / "adapter_config.json").read_text())
+    config = json.loads((result.path / "adapter" / "adapter_config.json").read_text())
     assert config["r"] == 16 and config["lora_alpha"] == 32

@@ -22,11 +22,11 @@ def test_stages_share_the_adapter_and_log_one_step_sequence(tiny_model_dir, in_t
               "rewards: [xml_count, {name: numeric_match}]}, {name: correct, max_steps: 1}]")
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", *TINY, stages])
     result = train(cfg)
-    metrics = _metrics(result.run_dir)
+    metrics = _metrics(result.path)
     assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5]
     assert [m["stage"] for m in metrics] == ["warmup", "warmup", "format", "format", "correct"]
     assert "rewards/xml_count_reward/mean" in metrics[2] and "rewards/sum_correct/mean" in metrics[4]
-    assert result.steps == 5 and (result.run_dir / "adapter" / "adapter_model.safetensors").exists()
+    assert result.summary["steps"] == 5 and (result.path / "adapter" / "adapter_model.safetensors").exists()
 
 
 def test_stage_errors_name_the_stage(tiny_model_dir):
@@ -38,7 +38,7 @@ def test_stage_errors_name_the_stage(tiny_model_dir):
 def test_adaptive_weights_move_and_are_logged(tiny_model_dir, in_tmp):
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", *TINY, "max_steps=3", "adaptive_rewards=true",
                                   "adaptive_bounds=[0.5, 2.0]"])
-    metrics = _metrics(train(cfg).run_dir)
+    metrics = _metrics(train(cfg).path)
     weights = [m["adaptive/sum_correct"] for m in metrics]
     assert all(0.5 <= w <= 2.0 for w in weights)
     assert weights[-1] != 1.0  # the tiny model never answers right: its weight rose from the base 1.0
