@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from grpo_fast import quiet_libraries
 from grpo_fast.errors import UserError
@@ -141,19 +142,90 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-fast", description="Unsloth-first GRPO fine-tuning on TRL.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
-    sub = parser.add_subparsers(dest="command", required=True)
+EXAMPLES = {
+    "grpo-fast": """examples:
+  grpo-fast train                                    the CPU demo: the embedded 135M model learns small sums
+  grpo-fast train math model=Qwen/Qwen2.5-1.5B-Instruct max_steps=300
+  grpo-fast recipes                                  what each recipe trains and with which rewards""",
+    "train": """examples:
+  grpo-fast train                                    the CPU demo on the embedded model (minutes)
+  grpo-fast train math model=Qwen/Qwen2.5-1.5B-Instruct max_steps=300 learning_rate=5e-6
+  grpo-fast train recipes/qa.yaml dataset=my_kb.csv --dry-run
+  grpo-fast train --resume runs/demo-20261203-101500""",
+    "plan": """examples:
+  grpo-fast plan math model=Qwen/Qwen2.5-7B-Instruct           fits 16/24/40/80 GB cards?
+  grpo-fast plan recipes/code.yaml --card-gb 24""",
+    "eval": """examples:
+  grpo-fast eval runs/demo-20261203-101500
+  grpo-fast eval runs/math-20261203-101500 --k 8""",
+    "report": """example:
+  grpo-fast report runs/demo-20261203-101500         then open runs/demo-20261203-101500/report.html""",
+    "check": """examples:
+  grpo-fast rewards check math_reasoning             a preset on its recipe's sample rows
+  grpo-fast rewards check recipes/qa.yaml dataset=my_kb.csv --rows 16""",
+    "recipes": """example:
+  grpo-fast recipes""",
+    "export": """examples:
+  grpo-fast export runs/demo-20261203-101500 --format adapter
+  grpo-fast export runs/math-20261203-101500 --format merged --out my-model --push-to-hub me/my-model""",
+    "chat": """example:
+  grpo-fast chat runs/demo-20261203-101500 --temperature 0""",
+    "generate": """example:
+  grpo-fast generate runs/demo-20261203-101500 --prompts questions.txt --out answers.jsonl""",
+    "doctor": """examples:
+  grpo-fast doctor
+  grpo-fast doctor --json --bf16""",
+}
 
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' layout and shows each option's default where it has a meaningful one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS, []) and "default" not in text \
+                and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+class KitParser(argparse.ArgumentParser):
+    """Every command: the shared formatter, its examples, and -v/--verbose accepted anywhere on the line."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        if self.epilog is None:
+            self.epilog = EXAMPLES.get(self.prog.split()[-1])
+        self.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                          help="show library logs (transformers, TRL) and warnings")
+
+
+def _recipes(args: argparse.Namespace) -> int:
+    from grpo_fast.recipes import all_recipes
+
+    for recipe in all_recipes():
+        rewards = ", ".join(f"{n} x{w:g}" for n, w in zip(recipe.rewards.names, recipe.rewards.weights))
+        print(f"{recipe.name:<14} {recipe.description}\n{'':<14} rewards: {rewards}; judge: "
+              f"{recipe.rewards.correctness}; evaluated by {recipe.metric}")
+    print("\ntrain one: grpo-fast train RECIPE [key=value ...]; its YAML to copy: recipes/RECIPE.yaml")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = KitParser(prog="grpo-fast", description="Unsloth-first GRPO fine-tuning on TRL.")
+    parser.set_defaults(verbose=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=KitParser, metavar="COMMAND",
+                                help="run `grpo-fast COMMAND --help` for its options and examples")
     train = sub.add_parser("train", help="train a recipe or a YAML config (no argument: the CPU demo)")
-    train.add_argument("target", nargs="?", help="recipe name (demo, math, code, qa, summarization) or a YAML file")
+    train.add_argument("target", nargs="?",
+                       help="recipe name (demo, math, code, qa, summarization) or a YAML file; none: the demo")
     train.add_argument("overrides", nargs="*", help="key=value overrides of any config or GRPOConfig key")
     train.add_argument("--dry-run", action="store_true", help="check config, data, rewards and memory; load no weights")
     train.add_argument("--force", action="store_true", help="train even if the reward gold self-test fails")
-    train.add_argument("--num-processes", type=int, default=None,
+    train.add_argument("--num-processes", type=int, default=None, metavar="N",
                        help="train on N processes (torchrun; GPUs, or gloo on CPU)")
-    train.add_argument("--accelerate-config", default=None,
+    train.add_argument("--accelerate-config", default=None, metavar="NAME|FILE",
                        help="ddp | zero2 | zero3 | fsdp | a YAML file: launch with accelerate")
     train.add_argument("--resume", metavar="RUN_DIR|CHECKPOINT",
                        help="continue a run from its newest complete checkpoint (or the one named)")
@@ -164,26 +236,30 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="estimate peak GPU memory and propose settings per card size")
     plan.add_argument("target", nargs="?", help="recipe name or YAML file")
     plan.add_argument("overrides", nargs="*", help="key=value overrides")
-    plan.add_argument("--card-gb", type=float, default=None, help="plan for this card only (GB)")
+    plan.add_argument("--card-gb", type=float, default=None,
+                      help="plan for this card only, in GB (default: this GPU, or 16/24/40/80 without one)")
     plan.set_defaults(func=_plan)
 
     evaluate = sub.add_parser("eval", help="base vs trained on the run's held-out rows (writes eval.json)")
-    evaluate.add_argument("run_dir")
+    evaluate.add_argument("run_dir", help="a run directory (runs/<recipe>-<time>) with a trained adapter")
     evaluate.add_argument("--k", type=int, default=None, help="k of pass@k (default: the run's eval_k)")
     evaluate.set_defaults(func=_eval)
 
     report = sub.add_parser("report", help="write the run's self-contained report.html")
-    report.add_argument("run_dir")
+    report.add_argument("run_dir", help="a run directory, finished or not")
     report.set_defaults(func=_report)
 
     rewards = sub.add_parser("rewards", help="reward tools")
-    rewards_sub = rewards.add_subparsers(dest="rewards_command", required=True)
+    rewards_sub = rewards.add_subparsers(dest="rewards_command", required=True, help="check: gold self-test and probes")
     check = rewards_sub.add_parser("check", help="gold self-test and reward-hacking probes; exit 1 on failure")
     check.add_argument("target", help="preset (math_reasoning, code_generation, qa, summarization), recipe or YAML")
     check.add_argument("overrides", nargs="*", help="key=value overrides (recipe/YAML targets)")
     check.add_argument("--threshold", type=float, default=0.5, help="flag probes above this share of the maximum")
     check.add_argument("--rows", type=int, default=8, help="dataset rows to build gold completions and probes from")
     check.set_defaults(func=_rewards_check)
+
+    recipes = sub.add_parser("recipes", help="list the recipes: what each trains, its rewards and judge")
+    recipes.set_defaults(func=_recipes)
 
     from grpo_fast import doctor, export, infer
 

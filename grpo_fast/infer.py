@@ -310,7 +310,7 @@ def _generate_cmd(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser, temperature: float) -> None:
     p.add_argument("run_dir", help="a run directory with adapter/ (runs/<recipe>-<time>)")
     p.add_argument("--engine", default="auto", help="auto | transformers | vllm | unsloth")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=256, help="longest reply, in tokens")
     p.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
 
 
@@ -323,5 +323,5 @@ def add_parser(sub: Any) -> None:
     _common(gen, 0.0)
     gen.add_argument("--prompts", required=True, help=".txt (one per line), .jsonl or .json")
     gen.add_argument("--out", default=None, help="JSONL output file (default: stdout)")
-    gen.add_argument("--batch-size", type=int, default=8)
+    gen.add_argument("--batch-size", type=int, default=8, help="prompts generated together")
     gen.set_defaults(func=_generate_cmd)

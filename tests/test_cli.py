@@ -51,3 +51,42 @@ def test_plan_prints_estimate_and_proposals(tmp_path):
     proc = run("plan", "demo", "model=Qwen/Qwen2.5-1.5B-Instruct", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "1.54 B parameters" in proc.stdout and "24 GB:" in proc.stdout
+
+
+def _commands(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from _commands(sub)
+
+
+def test_every_command_teaches_its_options_and_shows_examples(capsys):
+    from grpo_fast.cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    assert {"train", "plan", "eval", "report", "rewards", "check", "recipes", "export", "chat", "generate",
+            "doctor"} <= set(commands)
+    for name, sub in commands.items():
+        for action in sub._actions:
+            assert action.help, f"{name}: {action.dest} has no help"
+        if name != "rewards":
+            assert "grpo-fast " in (sub.epilog or "") and name in sub.epilog, f"{name} has no example"
+    text = " ".join(commands["check"].format_help().split())
+    assert "(default: 0.5)" in text and "(default: 8)" in text
+
+
+def test_verbose_is_accepted_anywhere_and_recipes_are_listed(tiny_model_dir, capsys, tmp_path, monkeypatch):
+    from grpo_fast.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "demo", f"model={tiny_model_dir}", "--dry-run", "-v"]) == 0
+    assert main(["-v", "train", "demo", f"model={tiny_model_dir}", "--dry-run"]) == 0
+    capsys.readouterr()
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    for name in ("demo", "math", "code", "qa", "summarization"):
+        assert f"\n{name} " in f"\n{out}"
+    assert "rewards: math_accuracy_reward x2" in out and "judge: fuzzy_match" in out
