@@ -19,8 +19,9 @@ class RunLogger(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
-                 stage: str | None = None, resume_step: int | None = None):
+                 stage: str | None = None, resume_step: int | None = None, system_prompt: str | None = None):
         self.run_dir = Path(run_dir)
+        self.system_prompt = system_prompt
         self.resume_step = resume_step
         self.step_offset = step_offset
         self.stage = stage
@@ -95,7 +96,10 @@ class RunLogger(TrainerCallback):
         rewards = {name: list(values) for name, values in logs["rewards"].items()}
         out = []
         for i in range(max(0, len(completions) - self.n_samples), len(completions)):
-            out.append({"step": step, "prompt": prompts[i][-300:], "completion": completions[i],
+            prompt = str(prompts[i])
+            if self.system_prompt and self.system_prompt in prompt:  # shown once in the report, not per sample
+                prompt = prompt.rsplit(self.system_prompt, 1)[1]
+            out.append({"step": step, "prompt": prompt[-300:], "completion": completions[i],
                         "rewards": {name: _clean(values[i]) for name, values in rewards.items()}})
         return out
 

@@ -73,7 +73,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
 
 def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSet, *, k: int = 4,
              n: int | None = None, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0,
-             batch_size: int = 16, examples: int = 3) -> dict[str, Any]:
+             batch_size: int = 16, examples: int = 8) -> dict[str, Any]:
     """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by ``rewards``.
 
     accuracy: share of greedy completions at the judge's full score. score: mean greedy judge score as a

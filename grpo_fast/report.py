@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,19 @@ def plot_rewards(metrics: list[dict], path: Path, title: str, reward_max: float 
 def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = (),
                 reward_max: float | None = None) -> bytes | None:
     """The PNG of one figure, or None when no step logged any of its metrics."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(spec, metrics, events, reward_max)
+    if fig is None:
+        return None
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def figure(spec: PlotSpec, metrics: list[dict], events: list[dict] = (), reward_max: float | None = None) -> Any:
+    """The matplotlib figure of one plot (the reward axis reaches the highest possible reward), or None."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,10 +135,7 @@ def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = (),
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best", title=f"thick: smoothed (EMA {EMA_ALPHA}); faint: raw", title_fontsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
+    return fig
 
 
 # --------------------------------------------------------------------------- HTML
@@ -146,25 +157,79 @@ def _num(value: Any) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    head = "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}">{head}<tbody>{body}</tbody></table>'
 
 
 _CSS = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.5em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:1.2em auto;padding:0 1em;color:#222}
+h1{font-size:1.4em;margin:.2em 0} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.4em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em} td,th{border:1px solid #ddd;padding:.3em .6em;
 vertical-align:top;text-align:left} th{background:#f4f4f4}
-.status{display:inline-block;padding:.2em .6em;border-radius:4px;font-weight:600}
+.status{display:inline-block;padding:.15em .6em;border-radius:4px;font-weight:600}
 .finished{background:#d5f5e3} .unfinished{background:#fdebd0}
-.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr));gap:1em} .plots img{width:100%}
-pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:.5em;margin:0;max-height:20em;overflow:auto}
-.up{color:#1e8449} .down{color:#c0392b} .muted{color:#777}
+.headline{border:2px solid #2c3e50;border-radius:8px;padding:.6em 1em;margin:.6em 0}
+.verdict{font-size:1.15em;font-weight:600;margin:.2em 0 .4em} .better{color:#1e8449} .worse{color:#b03a2e}
+.same{color:#7d6608} .up{color:#1e8449} .down{color:#b03a2e} .muted{color:#777}
+pre{white-space:pre-wrap;margin:0;font-size:.85em;max-width:30em} .plots img{max-width:100%;display:block}
+.facts td:first-child{color:#555}
 """
+# Metrics of the headline, in order; the recipe's own metric (eval.json "metric") leads.
+HEADLINE = ("accuracy", "score", "format")
+LABELS = {"accuracy": "accuracy (greedy)", "score": "mean score (share of full)", "format": "format compliance",
+          "mean_length": "mean length (tokens)", "clipped": "cut at max length", "pass@1": "pass@1"}
+# (key in config.yaml or summary.json, label, format)
+FACTS = (("recipe", "recipe", "{}"), ("model", "base model", "{}"), ("steps", "training steps", "{}"),
+         ("wall_s", "training time", "{:.0f} s"), ("s_per_step", "time per step", "{:.1f} s"),
+         ("backend", "backend", "{}"), ("reward_first", "mean reward, first 5 steps", "{:.3f}"),
+         ("reward_last", "mean reward, last 5 steps", "{:.3f}"), ("reward_max", "highest possible reward", "{:g}"))
 
 
-def _status(run_dir: Path, summary: dict | None, metrics: list[dict], events: list[dict]) -> str:
+def verdict(evaluation: dict) -> tuple[str, str]:
+    """One line answering "did training help?": the headline metric's change against twice its standard error
+    (a change inside the noise of a held-out set this size is called no clear change)."""
+    rows = {r["metric"]: r for r in evaluation.get("comparison", [])}
+    metric = evaluation.get("metric") or "accuracy"
+    row = rows.get(metric) or rows.get("accuracy")
+    if row is None:
+        return "same", "No comparison in eval.json."
+    n = max(1, int(evaluation.get("trained", {}).get("rows") or 1))
+    p = min(max((row["base"] + row["trained"]) / 2, 1 / n), 1 - 1 / n)
+    noise = 2 * math.sqrt(2 * p * (1 - p) / n)
+    change = f"{LABELS.get(row['metric'], row['metric'])} {row['base']:.2f} -> {row['trained']:.2f} " \
+             f"({row['delta'] * 100:+.0f} points) on {n} held-out rows"
+    if row["delta"] > noise:
+        return "better", f"Training helped: {change}."
+    if row["delta"] < -noise:
+        return "worse", f"Training made it worse: {change}."
+    return "same", f"No clear change: {change}; the noise at this size is about +-{noise * 100:.0f} points."
+
+
+def _headline(evaluation: dict | None, events: list[dict]) -> str:
+    alarms = f"{len(events)} health event(s): " + ", ".join(sorted({str(e.get('kind')) for e in events})) \
+        if events else "no health alarm"
+    if not evaluation:
+        return (f'<section class="headline" id="headline"><div class="verdict same">Not evaluated yet: run '
+                f'<code>grpo-fast eval</code> on this run directory.</div><p>{_e(alarms)} (see below).</p></section>')
+    cls, line = verdict(evaluation)
+    rows = {r["metric"]: r for r in evaluation.get("comparison", [])}
+    k = evaluation.get("settings", {}).get("k")
+    order = [m for m in (evaluation.get("metric"), *HEADLINE, f"pass@{k}") if m in rows]
+    table = _table(["held-out", "base model", "trained", "change"], [
+        [_e(LABELS.get(m, m)), _num(rows[m]["base"]), _num(rows[m]["trained"]), _delta(m, rows[m]["delta"])]
+        for m in dict.fromkeys(order)])
+    return (f'<section class="headline" id="headline"><div class="verdict {cls}">{_e(line)}</div>{table}'
+            f'<p>{_e(alarms)}.</p></section>')
+
+
+def _delta(metric: str, delta: float) -> str:
+    better = delta < 0 if metric in ("mean_length", "clipped") else delta > 0
+    cls = "" if abs(delta) < 1e-12 or metric == "mean_length" else ("up" if better else "down")
+    return f'<span class="{cls}">{delta:+.3f}</span>'
+
+
+def _status(summary: dict | None, metrics: list[dict], events: list[dict]) -> str:
     stopped = [e for e in events if e.get("action") == "stop"]
     if summary is not None:
         text = "finished"
@@ -176,40 +241,49 @@ def _status(run_dir: Path, summary: dict | None, metrics: list[dict], events: li
             f'still going, crashed or was interrupted; last logged step {last}</span>')
 
 
-def _eval_section(evaluation: dict | None) -> str:
+def _facts(config: dict, summary: dict | None, metrics: list[dict]) -> str:
+    known = {**config, **(summary or {})}
+    rows = [[_e(label), _e(fmt.format(known[key]))] for key, label, fmt in FACTS if known.get(key) is not None]
+    rows.append(["logged steps", _e(len(metrics))])
+    return _table([], rows, "facts")
+
+
+def _answers(evaluation: dict | None) -> str:
+    """Base and trained greedy answers side by side on the same held-out prompts; the system prompt once."""
     if not evaluation:
-        return '<p class="muted">No eval.json yet: run the evaluation (grpo_fast.evaluate.evaluate_run).</p>'
-    rows = []
-    for row in evaluation.get("comparison", []):
-        delta = row.get("delta", 0) or 0
-        better = delta < 0 if row["metric"] in ("mean_length", "clipped") else delta > 0
-        cls = "" if abs(delta) < 1e-12 or row["metric"] == "mean_length" else ("up" if better else "down")
-        rows.append([_e(row["metric"]), _num(row["base"]), _num(row["trained"]),
-                     f'<span class="{cls}">{delta:+.3f}</span>'])
-    settings = ", ".join(f"{_e(k)}={_e(v)}" for k, v in evaluation.get("settings", {}).items())
-    n_rows = evaluation.get("trained", {}).get("rows", "?")
-    out = f"<p>{_e(n_rows)} held-out rows; {settings}</p>" + _table(["metric", "base", "trained", "delta"], rows)
-    examples = evaluation.get("trained", {}).get("examples") or []
-    if examples:
-        out += "<h3>Trained model, greedy answers</h3>" + _table(
-            ["prompt", "completion", "correct"],
-            [[f"<pre>{_e(x.get('prompt'))}</pre>", f"<pre>{_e(x.get('completion'))}</pre>", _e(x.get("correct"))]
-             for x in examples])
-    return out
+        return ""
+    base = evaluation.get("base", {}).get("examples") or []
+    trained = evaluation.get("trained", {}).get("examples") or []
+    if not trained:
+        return ""
+    mark = {True: "&#10003; right", False: "&#10007; wrong"}
+    rows = [[f"<pre>{_e(t.get('prompt'))}</pre>",
+             f"<pre>{_e(b.get('completion'))}</pre>{mark.get(b.get('correct'), '')}" if b else "",
+             f"<pre>{_e(t.get('completion'))}</pre>{mark.get(t.get('correct'), '')}"]
+            for b, t in zip(base + [{}] * (len(trained) - len(base)), trained)]
+    system = evaluation.get("trained", {}).get("system_prompt")
+    intro = f"<p>System prompt of every question:</p><pre>{_e(system)}</pre>" if system else ""
+    return ("<h2>Base vs trained answers (greedy, held-out)</h2>" + intro
+            + _table(["question", "base model", "trained"], rows))
 
 
 def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
-    """Write ``report.html`` and ``plots/*.png`` for a run directory (finished or not); return the HTML path."""
-    run = rundir.Run.open(run_dir)
+    """Write ``report.html`` and ``plots/*.png`` for a run directory (finished or not); return the HTML path.
+
+    First screen: did training help (held-out before -> after, a verdict, health alarms); then the run's facts,
+    the curves (the reward axis up to the highest possible reward), the answers side by side and the details.
+    """
+    run = rundir.Run.open(rundir.path_of(run_dir))
     run_dir = run.path
     metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
     events = rundir.read_jsonl(run_dir / "health.jsonl")
     samples = rundir.read_jsonl(run_dir / "samples.jsonl")
     summary, evaluation, config = run.summary, run.evaluation, run.config
+    reward_max = (summary or {}).get("reward_max")
 
     images = []
     for spec in _plot_specs(metrics):
-        png = render_plot(spec, metrics, events)
+        png = render_plot(spec, metrics, events, reward_max=reward_max)
         if png is None:
             continue
         rundir.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
@@ -219,16 +293,8 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     title = f"grpo_fast run {run_dir.name}"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>",
-             f"<p>{_status(run_dir, summary, metrics, events)}</p>"]
-    facts = [["recipe", _e(config.get("recipe"))], ["model", _e(config.get("model"))],
-             ["logged steps", _e(len(metrics))]]
-    if summary:
-        facts += [[_e(k), _num(v)] for k, v in summary.items() if k != "run_dir" and not isinstance(v, (dict, list))]
-    parts.append(_table(["", ""], facts))
-
-    parts.append("<h2>Training curves</h2>")
-    parts.append(f'<div class="plots">{"".join(images)}</div>' if images
-                 else '<p class="muted">No metrics logged yet.</p>')
+             f"<p>{_status(summary, metrics, events)}</p>", _headline(evaluation, events),
+             "<h2>The run</h2>", _facts(config, summary, metrics)]
 
     parts.append(f"<h2>Health events ({len(events)})</h2>")
     if events:
@@ -237,6 +303,11 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
                               _e(e.get("action"))] for e in events]))
     else:
         parts.append('<p class="muted">None: no health alarm was raised (see docs/health.md).</p>')
+
+    parts.append("<h2>Training curves</h2>")
+    parts.append(f'<div class="plots">{"".join(images)}</div>' if images
+                 else '<p class="muted">No metrics logged yet.</p>')
+    parts.append(_answers(evaluation))
 
     failures = rundir.read_jsonl(run_dir / "reward_failures.jsonl")
     if failures:
@@ -250,12 +321,17 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
             [_e(f.get("step")), _e(f.get("reward")), _e(f.get("error")), f"<pre>{_e(f.get('completion'))}</pre>"]
             for f in failures[-5:]]))
 
-    parts.append("<h2>Before / after evaluation</h2>" + _eval_section(evaluation))
+    if evaluation:
+        settings = ", ".join(f"{_e(k)}={_e(v)}" for k, v in evaluation.get("settings", {}).items())
+        parts.append("<h2>Evaluation details</h2><p>" + settings + "</p>" + _table(
+            ["metric", "base", "trained", "change"],
+            [[_e(LABELS.get(r["metric"], r["metric"])), _num(r["base"]), _num(r["trained"]),
+              _delta(r["metric"], r["delta"])] for r in evaluation.get("comparison", [])]))
 
     shown = samples[-max_samples:]
-    parts.append(f"<h2>Sample completions (last {len(shown)} of {len(samples)})</h2>")
+    parts.append(f"<h2>Training samples (last {len(shown)} of {len(samples)})</h2>")
     if shown:
-        parts.append(_table(["step", "prompt (end)", "completion", "rewards"], [
+        parts.append(_table(["step", "question", "completion", "rewards"], [
             [_e(s.get("step")), f"<pre>{_e(s.get('prompt'))}</pre>", f"<pre>{_e(s.get('completion'))}</pre>",
              "<br>".join(f"{_e(k)}: {_num(v)}" for k, v in (s.get("rewards") or {}).items())] for s in shown]))
     else:

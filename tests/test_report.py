@@ -40,9 +40,12 @@ def make_run(path, steps: int = 25, finished: bool = True, kl: bool = True):
 def test_report_of_a_finished_run(tmp_path):
     run = make_run(tmp_path / "run")
     rundir.write_json(run / "eval.json", {
-        "settings": {"k": 4}, "trained": {"rows": 16, "examples": [{"prompt": "Q", "completion": EVIL,
-                                                                     "correct": True}]},
-        "comparison": [{"metric": "accuracy", "base": 0.25, "trained": 0.75, "delta": 0.5}]})
+        "metric": "accuracy", "settings": {"k": 4},
+        "base": {"rows": 100, "examples": [{"prompt": "Q", "completion": "no idea", "correct": False}]},
+        "trained": {"rows": 100, "system_prompt": "SYSTEM PROMPT TEXT",
+                    "examples": [{"prompt": "Q", "completion": EVIL, "correct": True}]},
+        "comparison": [{"metric": "accuracy", "base": 0.25, "trained": 0.75, "delta": 0.5},
+                       {"metric": "pass@4", "base": 0.5, "trained": 0.9, "delta": 0.4}]})
     path = write_report(run)
     assert path == run / REPORT_FILE
     page = path.read_text()
@@ -52,7 +55,13 @@ def test_report_of_a_finished_run(tmp_path):
         assert png.startswith(b"\x89PNG")
         assert base64.b64encode(png).decode() in page  # embedded: the HTML stands alone
     assert "Health events (1)" in page and "raise max_completion_length" in page
-    assert "<td>accuracy</td><td>0.250</td><td>0.750</td>" in page and "+0.500" in page
+    head = page[:page.index("<h2>")]  # the first screen answers "did it help?" before anything else
+    assert "Training helped: accuracy (greedy) 0.25 -&gt; 0.75 (+50 points) on 100 held-out rows." in head
+    assert "<td>accuracy (greedy)</td><td>0.250</td><td>0.750</td>" in head and "<td>pass@4</td>" in head
+    assert "1 health event(s): clipped" in head
+    assert page.count("SYSTEM PROMPT TEXT") == 1  # shown once, not in every row
+    side = page[page.index("Base vs trained answers"):]
+    assert "no idea</pre>&#10007; wrong" in side and "&#10003; right" in side and "False" not in side
     assert "answer_tags: 1.000" in page
     assert "Reward failures" not in page
     rundir.append_jsonl(run / "reward_failures.jsonl", {"step": 4, "reward": "sum_correct", "error": "ValueError: x",
@@ -78,7 +87,7 @@ def test_unfinished_run_without_kl_or_eval(tmp_path):
     page = write_report(run).read_text()
     assert '<span class="status unfinished">' in page and "last logged step 4" in page
     assert not (run / PLOTS_DIR / "kl.png").exists() and (run / PLOTS_DIR / "rewards.png").exists()
-    assert "No eval.json yet" in page
+    assert "Not evaluated yet" in page
 
 
 def test_stopped_run_and_a_run_that_just_started(tmp_path):
@@ -91,9 +100,32 @@ def test_stopped_run_and_a_run_that_just_started(tmp_path):
     assert "No metrics logged yet" in page and "No samples logged yet" in page
 
 
+@pytest.mark.parametrize(("base", "trained", "rows", "word"), [
+    (0.0, 0.45, 100, "Training helped"), (0.5, 0.1, 100, "made it worse"), (0.0, 0.12, 16, "No clear change"),
+])
+def test_verdict_weighs_the_change_against_the_noise(base, trained, rows, word):
+    from grpo_fast.report import verdict
+
+    evaluation = {"metric": "accuracy", "trained": {"rows": rows},
+                  "comparison": [{"metric": "accuracy", "base": base, "trained": trained, "delta": trained - base}]}
+    assert word in verdict(evaluation)[1]
+
+
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(UserError, match="not a grpo_fast run directory") as info:
         write_report(tmp_path)
     assert "where:" in str(info.value) and "fix:" in str(info.value)
     with pytest.raises(UserError):
         write_report(tmp_path / "missing")
+
+
+def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from grpo_fast.report import PlotSpec, figure
+
+    metrics = rundir.read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
+    fig = figure(PlotSpec("rewards", "t", "y", ("reward",)), metrics, reward_max=6.0)
+    low, high = fig.axes[0].get_ylim()
+    plt.close(fig)
+    assert high >= 6.0 and max(m["reward"] for m in metrics) < 3.0  # the curve's own range would stop near 3
