@@ -19,9 +19,8 @@ class RunLogger(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
-                 stage: str | None = None, resume_step: int | None = None, system_prompt: str | None = None):
+                 stage: str | None = None, resume_step: int | None = None):
         self.run_dir = Path(run_dir)
-        self.system_prompt = system_prompt
         self.resume_step = resume_step
         self.step_offset = step_offset
         self.stage = stage
@@ -88,20 +87,18 @@ class RunLogger(TrainerCallback):
         write("\n".join(lines))
 
     def samples(self, step: int) -> list[dict]:
-        """The last few completions TRL scored, with each reward's score."""
-        logs = getattr(self.trainer, "_logs", None)
-        if not logs or not logs.get("completion"):
+        """The last few completions the rewards scored, with each reward's score; the prompt is the question
+        (the last user message: the system prompt is shown once in the report, not per sample)."""
+        from grpo_fast.rewards.base import user_text
+        from grpo_fast.rewards.guard import last_batch
+
+        batch = last_batch(getattr(self.trainer, "reward_funcs", []))
+        if batch is None:
             return []
-        prompts, completions = list(logs["prompt"]), list(logs["completion"])
-        rewards = {name: list(values) for name, values in logs["rewards"].items()}
-        out = []
-        for i in range(max(0, len(completions) - self.n_samples), len(completions)):
-            prompt = str(prompts[i])
-            if self.system_prompt and self.system_prompt in prompt:  # shown once in the report, not per sample
-                prompt = prompt.rsplit(self.system_prompt, 1)[1]
-            out.append({"step": step, "prompt": prompt[-300:], "completion": completions[i],
-                        "rewards": {name: _clean(values[i]) for name, values in rewards.items()}})
-        return out
+        n = len(batch.completions)
+        return [{"step": step, "prompt": user_text(batch.prompts[i])[-300:], "completion": batch.completions[i],
+                 "rewards": {name: _clean(values[i]) for name, values in batch.scores.items()}}
+                for i in range(max(0, n - self.n_samples), n)]
 
 
 def _clean(value: Any) -> Any:
@@ -120,14 +117,18 @@ class AdaptiveWeights(TrainerCallback):
     def __init__(self, scaler: Any):
         self.scaler = scaler
         self.trainer: Any = None
+        self.seen = 0
 
     def on_step_end(self, args, state, control, **kwargs):
         import torch
 
-        logs = getattr(self.trainer, "_logs", None)
-        if not logs:
-            return
-        columns = [[_clean(v) for v in logs["rewards"].get(name, [])] for name in self.scaler.names]
+        from grpo_fast.rewards.guard import last_batch
+
+        batch = last_batch(getattr(self.trainer, "reward_funcs", []))
+        if batch is None or batch.number == self.seen:
+            return  # a batch is learned from once, however many optimizer steps it feeds
+        self.seen = batch.number
+        columns = [[_clean(v) for v in batch.scores.get(name, [])] for name in self.scaler.names]
         self.scaler.observe(columns)
         weights = [self.scaler.weights[name] for name in self.scaler.names]
         self.trainer.reward_weights = torch.tensor(weights, dtype=self.trainer.reward_weights.dtype)

@@ -63,7 +63,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     cfg = stage.cfg
     out = checkpoints.output_dir(run_dir, stage.name if staged else None)
     logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None,
-                       resume_step=resume_step, system_prompt=prep.recipe.system_prompt)
+                       resume_step=resume_step)
     if stage.sft:
         return StageResult(sft_warmup(prep, loaded, out, [logger]))
     monitor = HealthMonitor.for_run(run_dir, cfg.health, prep.rewards, cfg.on_alarm) if cfg.health.enabled else None

@@ -27,6 +27,7 @@ def _assert_run_dir(run_dir, steps, rewards=("answer_tags", "sum_correct")):
     assert all("reward" in m and f"rewards/{rewards[0]}/mean" in m for m in metrics)
     sample = json.loads((run_dir / "samples.jsonl").read_text().splitlines()[0])
     assert set(sample["rewards"]) == set(rewards) and isinstance(sample["completion"], str)
+    assert sample["prompt"].startswith("What is")  # the question, not the templated system prompt
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["max_steps"] == steps and config["seed"] == 42
     assert "trl" in json.loads((run_dir / "versions.json").read_text())

@@ -18,6 +18,7 @@ import math
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ class GuardedReward:
         self.last_sample: str | None = None
         self.raise_on_failure = raise_on_failure
         self.tripped: RewardFailure | None = None
+        self.last: tuple[Sequence, Sequence, list[float | None]] | None = None
 
     def stats(self) -> dict[str, Any]:
         """Counters for logging: calls, samples scored, failures and their rate."""
@@ -127,6 +129,7 @@ class GuardedReward:
             self.failures += 1
             failed_now += 1
             self._report(problem, i, prompts, completions, kwargs)
+        self.last = (prompts, completions, scores)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"rewards/{self.__name__}/failure_rate", failed_now / max(1, len(out)))
@@ -234,6 +237,29 @@ def guard_rewards(funcs: Sequence[Any], *, max_failure_rate: float = 0.1, min_sa
         guarded.append(cls(fn, max_failure_rate=max_failure_rate, min_samples=min_samples, log_dir=log_dir,
                            max_warnings=max_warnings, raise_on_failure=raise_on_failure))
     return guarded
+
+
+@dataclass
+class Batch:
+    """The latest generation batch the guarded rewards scored: what the callbacks show and learn from (the
+    kit's own record, so nothing reads TRL's private buffers)."""
+
+    number: int
+    prompts: list
+    completions: list[str]
+    scores: dict[str, list[float | None]]
+
+
+def last_batch(funcs: Sequence[Any]) -> Batch | None:
+    """The batch every guarded reward scored last (None before the first step)."""
+    from grpo_fast.rewards.base import completion_text
+
+    guards = [f for f in funcs if isinstance(f, GuardedReward) and f.last is not None]
+    if not guards:
+        return None
+    prompts, completions, _ = guards[0].last
+    return Batch(guards[0].calls, list(prompts), [completion_text(c) for c in completions],
+                 {g.__name__: list(g.last[2]) for g in guards})
 
 
 def tripped(funcs: Sequence[Any]) -> RewardFailure | None:
