@@ -24,6 +24,11 @@ REMOVED_GRPO_KEYS = {
     "max_prompt_length": "TRL removed it; set max_prompt_tokens (the kit drops longer prompts and reports them)",
     "max_length": "set max_prompt_tokens and max_completion_length instead",
 }
+# Kit keys that became another name, with what to write instead.
+RENAMED_KEYS = {
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization (TRL's name; the kit hands the same value to Unsloth's "
+                              "vLLM)",
+}
 # GRPOConfig fields the kit sets itself from its own keys.
 OWNED_GRPO_KEYS = {"output_dir": "run_dir", "seed": "seed"}
 
@@ -44,8 +49,6 @@ class RunConfig:
     """Load base weights in 4-bit (bitsandbytes / Unsloth). CUDA only."""
     max_seq_length: int = 1024
     """Longest prompt + completion, in tokens (Unsloth sizes its buffers and vLLM's context by it)."""
-    gpu_memory_utilization: float = 0.6
-    """Share of GPU memory that Unsloth's colocated vLLM engine may take (with use_vllm)."""
     lora: bool = True
     """Train a LoRA adapter (default) instead of all weights."""
     lora_r: int = 16
@@ -191,6 +194,8 @@ def _type_name(annotation: Any) -> str:
 def _unknown_key(key: str, known: list[str], where: str) -> UserError:
     close = difflib.get_close_matches(key, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else "see `grpo-fast train --help-config` for every key"
+    if key in RENAMED_KEYS:
+        return UserError(f"'{key}' was renamed", where, f"write {RENAMED_KEYS[key]}")
     if key in REMOVED_GRPO_KEYS:
         return UserError(f"'{key}' is no longer a GRPOConfig field", where, REMOVED_GRPO_KEYS[key])
     return UserError(f"unknown config key '{key}': neither a grpo_fast key nor a GRPOConfig field", where, fix)

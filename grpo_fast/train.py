@@ -37,9 +37,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "cpu": {"bf16": False, "use_cpu": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
-               "gpu_memory_utilization": 0.5},
+               "vllm_gpu_memory_utilization": 0.5},
     "performance": {"use_vllm": True, "vllm_mode": "colocate", "num_generations": 16,
-                    "per_device_train_batch_size": 16, "gpu_memory_utilization": 0.6},
+                    "per_device_train_batch_size": 16, "vllm_gpu_memory_utilization": 0.6},
 }
 
 
@@ -187,6 +187,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit,
                                     use_vllm=cfg.grpo.get("use_vllm", False))
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})"]
+    report += models.check_gpu_path(cfg, backend)
     rows = recipe.rows(cfg)
     origin = cfg.dataset or f"recipe {recipe.name} sample"
     data.validate_rows(rows, recipe.required, origin)
@@ -237,7 +238,7 @@ def plan_input(cfg: RunConfig, model_path: str, card_gb: float | None, prompt_to
         per_device_train_batch_size=g.get("per_device_train_batch_size", 8),
         max_prompt_tokens=min(prompt_tokens or cfg.max_prompt_tokens, cfg.max_prompt_tokens),
         max_completion_length=g.get("max_completion_length", 256), dtype=dtype, use_vllm=g.get("use_vllm", False),
-        vllm_gpu_memory_utilization=cfg.gpu_memory_utilization, beta=g.get("beta", 0.0),
+        vllm_gpu_memory_utilization=models.gpu_memory_share(cfg), beta=g.get("beta", 0.0),
         unsloth=models.select_backend(cfg.backend, cuda=card_gb is not None).name == "unsloth", card_gb=card_gb,
     )
 
@@ -287,7 +288,7 @@ def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, 
     from grpo_fast.rewards.guard import guard_rewards
 
     cfg = prep.cfg
-    grpo = {**cfg.grpo, "reward_weights": prep.rewards.weights}
+    grpo = models.trainer_args({**cfg.grpo, "reward_weights": prep.rewards.weights}, GRPOConfig)
     args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate, log_dir=output_dir.parent)
     return GRPOTrainer(
