@@ -373,6 +373,14 @@ VLLM_CPU_ENGINE_KWARGS: dict[str, Any] = {"enforce_eager": True, "dtype": "float
 VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
+def vllm_cpu_environment() -> None:
+    """vLLM's CPU build reads its KV-cache size and thread binding from the environment (not set_num_threads)."""
+    for key, value in VLLM_CPU_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
+
+
 def prepare_vllm_on_cpu() -> None:
     """Make TRL's colocated vLLM engine start on CPU (opt-in only): KV-cache size, threads, engine arguments.
 
@@ -381,10 +389,7 @@ def prepare_vllm_on_cpu() -> None:
     """
     import functools
 
-    for key, value in VLLM_CPU_ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, cores - 1)}")  # it ignores set_num_threads
+    vllm_cpu_environment()
     from trl.generation import vllm_generation
 
     if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
