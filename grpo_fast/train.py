@@ -390,9 +390,14 @@ def run_stage(stage: Stage, prep: Prepared, loaded: models.LoadedModel, run_dir:
         low, high = cfg.adaptive_bounds
         scaler = AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low, w_max=high)
         adaptive = AdaptiveWeights(scaler)
-    callbacks = [c for c in (adaptive, logger, monitor, memory_check(cfg, run_dir)) if c is not None]
+    from grpo_fast.vllm_sync import sync_check
+
+    sync = sync_check(cfg, run_dir)  # only with vLLM on CPU (GRPO_FAST_VLLM_CPU=1): does vLLM get the weights?
+    callbacks = [c for c in (adaptive, logger, monitor, memory_check(cfg, run_dir), sync) if c is not None]
     trainer = build_trainer(prep, loaded, out, callbacks=callbacks)
     logger.attach(trainer)
+    if sync:
+        sync.attach(trainer)
     if adaptive:
         adaptive.trainer = trainer
     try:
