@@ -146,6 +146,7 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
         "save_strategy": "no", "evaluate": False, "eval_rows": 0, "run_dir": spec["run_dir"],
         "generation_kwargs": fixed_length_kwargs(False, spec["completion"]), "rewards": rewards(spec["completion"]),
         "max_prompt_tokens": 1024, "use_vllm": False, "load_in_4bit": False,
+        "optim": "adamw_torch",  # the GPU profiles pick adamw_8bit, which needs bitsandbytes (not brought along)
     }
     if cuda:
         overrides["gradient_checkpointing"] = True
@@ -154,7 +155,7 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
     per_step = args["per_device_train_batch_size"] * args["gradient_accumulation_steps"]
     card = gpu_memory_gb()
     try:
-        plan = estimate(plan_input(cfg, spec["model_dir"], card))
+        plan = estimate(plan_input(cfg, spec["model_dir"], card, longest_prompt(cfg, spec["model_dir"])))
     except UserError as err:
         plan = None
         plan_note = err.what
@@ -182,6 +183,18 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
     if plan is None:
         out["plan_note"] = plan_note
     return out
+
+
+def longest_prompt(cfg: Any, model_dir: str) -> int:
+    """Tokens of the longest prompt with the chat template: what the planner should size activations by."""
+    from transformers import AutoTokenizer
+
+    from grpo_fast.recipes import get_recipe
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    rows = get_recipe(cfg.recipe).rows(cfg)
+    texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    return max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
 
 
 def run_backend(backend: str, spec: dict[str, Any]) -> dict[str, Any]:
