@@ -130,5 +130,8 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
     info = load_run(run_dir)
     gen = infer.Generator(info, infer.Engine("unsloth", "test"), max_new_tokens=8)
     assert not hasattr(gen.model, "load_lora") and built["fast_inference"] is True
-    completions = gen.generate([infer.as_messages(p, gen.system) for p in PROMPTS])
+    try:
+        completions = gen.generate([infer.as_messages(p, gen.system) for p in PROMPTS])
+    finally:  # stop the engine's worker process now, not in interpreter teardown (after pytest's summary)
+        gen.model.vllm_engine.llm_engine.engine_core.shutdown()
     _check_served_adapter(run_dir, completions)
