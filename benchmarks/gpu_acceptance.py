@@ -172,14 +172,14 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
         peak = torch.cuda.max_memory_allocated() / 2**30
         out.update(peak_gib=round(peak, 2))
         if plan is not None:
-            out.update(plan_gib=round(plan.allocated_gb, 2), plan_error=round(compare(plan, peak), 3))
+            out.update(plan_gib=round(plan.allocated_gb, 4), plan_error=round(compare(plan, peak), 3))
     else:
         import resource
 
         out.update(peak_gib=None, peak_note="no CUDA: GPU memory not measured",
                    cpu_max_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
         if plan is not None:
-            out.update(plan_gib=round(plan.allocated_gb, 2))
+            out.update(plan_gib=round(plan.allocated_gb, 4))
     if plan is None:
         out["plan_note"] = plan_note
     return out
