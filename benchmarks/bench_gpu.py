@@ -5,7 +5,8 @@
 Prints step time, generation tokens/s and peak GPU memory per configuration, and ratios against the
 transformers baseline. Offline by default: a randomly initialised Qwen2.5-0.5B (its real config, typed in
 below) saved to a temp folder; speed and memory do not depend on the weight values. Generation is forced to
-a fixed length (``min_new_tokens``), so every configuration generates the same number of tokens.
+a fixed length (``min_new_tokens`` for transformers, ``min_tokens`` for vLLM), so every configuration generates
+the same number of tokens; tokens/s counts the completions each optimizer step really generates.
 Each configuration runs in its own process (Unsloth patches transformers on import; vLLM holds memory).
 On a machine without CUDA it prints "no CUDA: nothing to measure" and exits 0.
 """
@@ -69,6 +70,21 @@ def configurations() -> list[dict]:
     return out
 
 
+def fixed_length_kwargs(use_vllm: bool, tokens: int) -> dict:
+    """Generation arguments that force ``tokens`` new tokens: vLLM's SamplingParams calls it ``min_tokens``,
+    transformers' generate ``min_new_tokens`` (TRL hands generation_kwargs to whichever generates)."""
+    return {"min_tokens": tokens} if use_vllm else {"min_new_tokens": tokens}
+
+
+def step_figures(metrics: list[dict], completions_per_step: int) -> dict:
+    """Steady-state step time (TRL's ``step_time``, the first step dropped: warm-up) and generated tokens/s
+    from the measured completion lengths and the completions each optimizer step really generates."""
+    steady = metrics[1:] or metrics
+    step_s = sum(m["step_time"] for m in steady) / len(steady)
+    tokens = sum(m["completions/mean_length"] * completions_per_step for m in steady) / len(steady)
+    return {"step_s": step_s, "gen_tokens_per_step": tokens, "gen_tok_s": tokens / step_s}
+
+
 def worker(spec: dict) -> dict:
     """One configuration, in this process: train ``steps`` steps, time them, read peak memory."""
     import torch
@@ -78,19 +94,21 @@ def worker(spec: dict) -> dict:
 
     overrides = {
         "model": spec["model"], "backend": spec["backend"], "use_vllm": spec["use_vllm"], "max_steps": spec["steps"],
-        "max_completion_length": spec["completion"], "num_generations": 8, "per_device_train_batch_size": 8,
-        "logging_steps": 1, "save_strategy": "no", "eval_rows": 0, "run_dir": spec["run_dir"],
-        "generation_kwargs": {"min_new_tokens": spec["completion"]}, "gpu_memory_utilization": 0.4,
+        "max_completion_length": spec["completion"], "num_generations": spec.get("generations", 8),
+        "per_device_train_batch_size": spec.get("generations", 8), "logging_steps": 1, "save_strategy": "no",
+        "evaluate": False, "eval_rows": 0, "run_dir": spec["run_dir"],
+        "generation_kwargs": fixed_length_kwargs(spec["use_vllm"], spec["completion"]),
+        **({"vllm_gpu_memory_utilization": 0.4} if spec["use_vllm"] else {}),
     }
     cfg = resolve_config("demo", overrides)
-    torch.cuda.reset_peak_memory_stats()
+    per_step = cfg.args.per_device_train_batch_size * cfg.args.gradient_accumulation_steps
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     result = train(cfg, force=True)  # random weights: the reward gold self-test is beside the point here
     metrics = [json.loads(line) for line in (Path(result.path) / "metrics.jsonl").read_text().splitlines()]
-    steady = metrics[1:] or metrics  # the first step pays for compilation and warm-up
-    step_s = sum(m.get("step_time", result.summary["s_per_step"]) for m in steady) / len(steady)
-    tokens = spec["completion"] * 8
-    return {"name": spec["name"], "step_s": step_s, "gen_tok_s": tokens / step_s,
-            "peak_gb": torch.cuda.max_memory_allocated() / 2**30}
+    return {"name": spec["name"], **step_figures(metrics, per_step), "completions_per_step": per_step,
+            "peak_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
 
 
 def table(rows: list[dict]) -> str:
@@ -138,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 rows.append(json.loads(found[-1][7:]))
             print(f"{conf['name']}: {time.time() - start:.0f} s", file=sys.stderr, flush=True)
-    print(f"GRPO, {args.steps} steps, 8 completions x {args.completion} tokens, GPU {torch.cuda.get_device_name(0)}")
+    print(f"GRPO, {args.steps} steps, 8 completions per prompt x {args.completion} tokens, "
+          f"GPU {torch.cuda.get_device_name(0)}")
     print(table(rows))
     return 0
 

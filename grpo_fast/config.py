@@ -101,8 +101,6 @@ class RunConfig(_Section):
     """Load base weights in 4-bit (bitsandbytes / Unsloth). CUDA only."""
     max_seq_length: int = Field(1024, ge=16)
     """Longest prompt + completion, in tokens (Unsloth sizes its buffers and vLLM's context by it)."""
-    gpu_memory_utilization: float = Field(0.6, gt=0, le=1)
-    """Share of GPU memory that Unsloth's colocated vLLM engine may take (with use_vllm)."""
     lora: bool = True
     """Train a LoRA adapter (default) instead of all weights."""
     lora_r: int = Field(16, ge=1)
@@ -177,10 +175,20 @@ class RunConfig(_Section):
         return self._args
 
     def training_args(self, output_dir: str, **changes: Any) -> Any:
-        """A ``GRPOConfig`` writing to ``output_dir``; ``changes`` override fields (e.g. reward_weights)."""
+        """A ``GRPOConfig`` writing to ``output_dir``; ``changes`` override fields (e.g. reward_weights). Every
+        default Unsloth rewrites is passed explicitly, so one config trains the same on both backends."""
         from trl import GRPOConfig
 
-        return GRPOConfig(output_dir=output_dir, seed=self.seed, **{**self.grpo, **changes})
+        from grpo_fast.models import trainer_args
+
+        return GRPOConfig(output_dir=output_dir, seed=self.seed, **trainer_args({**self.grpo, **changes}, GRPOConfig))
+
+    def change(self, key: str, value: Any, why: str) -> None:
+        """A GRPO value the kit changes on the user's behalf once the machine is known: set, re-checked by TRL,
+        and said once in the run's report."""
+        self.grpo[key] = value
+        self._args = self.training_args("trainer_output")
+        self._notes.append(f"{key}={value}: {why}")
 
     @property
     def stage_list(self) -> list[Stage]:
@@ -360,8 +368,17 @@ def _lower(msg: str) -> str:
     return msg[:1].lower() + msg[1:]
 
 
+# Kit keys that became another name, with what to write instead.
+RENAMED_KEYS = {
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization (TRL's name; the kit hands the same value to Unsloth's "
+                              "vLLM)",
+}
+
+
 def unknown_key(key: str, known: list[str], where: str) -> UserError:
     """An unknown key, with the closest known one (or where to look them all up)."""
+    if key in RENAMED_KEYS:
+        return UserError(f"'{key}' was renamed", where, f"write {RENAMED_KEYS[key]}")
     close = difflib.get_close_matches(key, known, n=1)
     fix = f"did you mean '{close[0]}'?" if close else "see `grpo-fast train --help-config` for every key"
     return UserError(f"unknown config key '{key}': neither a grpo_fast key nor a GRPOConfig field", where, fix)

@@ -22,6 +22,9 @@ from grpo_fast.rundir import installed_versions
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
 CORE = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
 OPTIONAL_GPU = ("unsloth", "vllm", "bitsandbytes")
+# Locked GPU packages that are not imported on their own (unsloth imports unsloth_zoo; xformers is optional
+# for vLLM/Unsloth) but break training when off the lock: compared by version only.
+LOCKED_COMPANIONS = ("unsloth-zoo", "xformers")
 # The lock as shipped, for installs without the repository's requirements files beside the package.
 EMBEDDED_LOCK = {
     "cpu": {"torch": "2.13.0"},
@@ -182,6 +185,15 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
             want = pins.get(_norm(name))
             off = want and _base_version(have) != want
             rows.append(Check(name, have, WARN if off else OK, f"lock pins {want}" if off else "imports"))
+    for name in LOCKED_COMPANIONS:
+        have, want = m.versions.get(name), pins.get(_norm(name))
+        if have is None:
+            if m.cuda and want:
+                rows.append(Check(name, "not installed", WARN, f"lock ({source}) pins {want}"))
+        elif want and _base_version(have) != want:
+            rows.append(Check(name, have, WARN if m.cuda else INFO, f"lock ({source}) pins {want}"))
+        else:
+            rows.append(Check(name, have, OK))
     rows += known_problems(m, bf16_requested)
     rows.append(Check("profile", profile_for(m.gpu_gb), INFO, "suggested (profile: auto picks it)"))
     return rows

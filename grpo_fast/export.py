@@ -172,17 +172,48 @@ def unsloth_gguf_ready() -> bool:
     return importlib.util.find_spec("unsloth") is not None and cuda_available()
 
 
+def gguf_load_kwargs(info: Run) -> dict[str, Any]:
+    """``FastLanguageModel.from_pretrained`` arguments for the GGUF export: the adapter folder (Unsloth loads
+    its base model from adapter_config.json and merges)."""
+    cfg = info.config
+    return {"model_name": str(info.adapter), "max_seq_length": int(cfg.get("max_seq_length") or 1024),
+            "load_in_4bit": bool(cfg.get("load_in_4bit"))}
+
+
+def collect_gguf(result: Any, dest: Path) -> list[Path]:
+    """Move the files ``save_pretrained_gguf`` reports into ``dest``.
+
+    Unsloth writes GGUF files into a sibling folder ``<save_directory>_gguf`` and returns their paths in
+    ``result["gguf_files"]`` (plus an Ollama ``Modelfile`` when it made one); nothing lands in the folder passed.
+    """
+    if not isinstance(result, dict) or not result.get("gguf_files"):
+        raise RuntimeError(f"Unsloth's save_pretrained_gguf reported no GGUF files (returned {result!r})")
+    moved = []
+    for name in [*result["gguf_files"], result.get("modelfile_location")]:
+        if not name:
+            continue
+        src = Path(name)
+        if not src.is_file():
+            raise RuntimeError(f"Unsloth reported {src}, which does not exist")
+        target = dest / src.name
+        shutil.move(str(src), target)
+        moved.append(target)
+    return moved
+
+
 def _write_gguf(info: Run, tmp: Path, quant: str) -> str:
     """Unsloth merges the adapter and converts through llama.cpp (it builds llama.cpp on first use)."""
     from unsloth import FastLanguageModel
 
-    cfg = info.config
-    model, tokenizer = FastLanguageModel.from_pretrained(
-        model_name=str(info.adapter), max_seq_length=int(cfg.get("max_seq_length") or 1024),
-        load_in_4bit=bool(cfg.get("load_in_4bit")),
-    )
-    model.save_pretrained_gguf(str(tmp), tokenizer, quantization_method=quant)
-    return f"GGUF, {quant}"
+    model, tokenizer = FastLanguageModel.from_pretrained(**gguf_load_kwargs(info))
+    work = tmp.parent / f"{tmp.name}-merge"  # the 16-bit merge; the GGUF files go to its sibling work_gguf
+    try:
+        result = model.save_pretrained_gguf(str(work), tokenizer, quantization_method=quant)
+        files = collect_gguf(result, tmp)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(f"{work}_gguf", ignore_errors=True)
+    return f"GGUF, {quant}: " + ", ".join(f.name for f in files if f.suffix == ".gguf")
 
 
 def check_hub_repo(repo: str | None) -> None:

@@ -32,17 +32,23 @@ class Engine:
 
 
 def select_engine(requested: str = "auto", *, cuda: bool | None = None, vllm: bool | None = None,
-                  unsloth: bool | None = None) -> Engine:
-    """``unsloth`` (fast_generate + load_lora), ``vllm`` (LLM + LoRARequest) or ``transformers``."""
-    from grpo_fast.models import cuda_available, unsloth_importable
+                  unsloth: bool | None = None, vllm_cpu: bool | None = None) -> Engine:
+    """``unsloth`` (fast_generate + the adapter as a LoRARequest), ``vllm`` (LLM + LoRARequest) or ``transformers``.
+
+    ``vllm_cpu``: the ``GRPO_FAST_VLLM_CPU=1`` opt-in lets the vllm engine run on a CPU with vLLM's CPU build.
+    """
+    from grpo_fast.models import VLLM_CPU_ENV, cuda_available, unsloth_importable, vllm_cpu_opted_in
 
     if requested not in ENGINES:
         raise UserError(f"unknown engine {requested!r}", "--engine", f"use one of: {', '.join(ENGINES)}")
     cuda = cuda_available() if cuda is None else cuda
     vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
     unsloth = unsloth_importable() if unsloth is None else unsloth
+    vllm_cpu = vllm_cpu_opted_in() if vllm_cpu is None else vllm_cpu
     if requested == "transformers":
         return Engine("transformers", "asked for")
+    if requested == "vllm" and not cuda and vllm and vllm_cpu:
+        return Engine("vllm", f"asked for; on CPU through {VLLM_CPU_ENV}=1 (a correctness check, not a speed path)")
     if requested in ("vllm", "unsloth"):
         missing = [n for n, ok in (("a CUDA GPU", cuda), ("vllm", vllm), ("unsloth", unsloth or requested == "vllm"))
                    if not ok]
@@ -55,6 +61,32 @@ def select_engine(requested: str = "auto", *, cuda: bool | None = None, vllm: bo
     if cuda and vllm:
         return Engine("vllm", "CUDA and vLLM present: vLLM with enable_lora")
     return Engine("transformers", "no CUDA + vLLM here: transformers + peft")
+
+
+def adapter_rank(adapter: Path) -> int:
+    """The LoRA rank saved in adapter_config.json (vLLM must be started with max_lora_rank >= it)."""
+    try:
+        return int(json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))["r"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 16
+
+
+def lora_request(adapter: Path) -> Any:
+    """The run's adapter as a vLLM ``LoRARequest`` (name, id, path). Both vLLM engines use it: Unsloth's
+    ``fast_generate`` is its engine's ``generate``, and ``load_lora`` exists only on a model that went through
+    Unsloth's ``get_peft_model``, which a model loaded for inference has not."""
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest("run", 1, str(adapter))
+
+
+def unsloth_infer_kwargs(info: Run) -> dict[str, Any]:
+    """``FastLanguageModel.from_pretrained`` arguments for serving the base model with vLLM."""
+    cfg = info.config
+    share = cfg.get("vllm_gpu_memory_utilization", cfg.get("gpu_memory_utilization"))
+    return {"model_name": info.base_model_path(), "max_seq_length": int(cfg.get("max_seq_length") or 1024),
+            "load_in_4bit": bool(cfg.get("load_in_4bit")), "fast_inference": True,
+            "max_lora_rank": adapter_rank(info.adapter), "gpu_memory_utilization": float(share or 0.3)}
 
 
 def system_prompt(info: Run) -> str | None:
@@ -112,27 +144,23 @@ class Generator:
     def _load_unsloth(self) -> None:
         from unsloth import FastLanguageModel
 
-        cfg = self.info.config
-        self.model, self.tokenizer = FastLanguageModel.from_pretrained(
-            model_name=self.info.base_model_path(), max_seq_length=int(cfg.get("max_seq_length") or 1024),
-            load_in_4bit=bool(cfg.get("load_in_4bit")), fast_inference=True,
-            max_lora_rank=int(cfg.get("lora_r") or 16),
-            gpu_memory_utilization=float(cfg.get("gpu_memory_utilization") or 0.6),
-        )
-        self.lora_request = self.model.load_lora(str(self.info.adapter))
+        self.model, self.tokenizer = FastLanguageModel.from_pretrained(**unsloth_infer_kwargs(self.info))
+        self.lora_request = lora_request(self.info.adapter)
 
     def _load_vllm(self) -> None:
         from transformers import AutoTokenizer
-        from vllm import LLM
-        from vllm.lora.request import LoRARequest
 
-        cfg = self.info.config
+        from grpo_fast.models import cuda_available, vllm_cpu_environment, vllm_engine_kwargs
+
+        cpu = not cuda_available()
+        if cpu:
+            vllm_cpu_environment()
+        from vllm import LLM
+
+        cfg = {**self.info.config, "lora_r": adapter_rank(self.info.adapter)}
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.info.adapter))
-        self.llm = LLM(model=self.info.base_model_path(), enable_lora=True,
-                       max_lora_rank=int(cfg.get("lora_r") or 16),
-                       max_model_len=int(cfg.get("max_seq_length") or 1024),
-                       gpu_memory_utilization=float(cfg.get("gpu_memory_utilization") or 0.6))
-        self.lora_request = LoRARequest("run", 1, str(self.info.adapter))
+        self.llm = LLM(model=self.info.base_model_path(), **vllm_engine_kwargs(cfg, cpu=cpu))
+        self.lora_request = lora_request(self.info.adapter)
 
     # -- generating
     def render(self, messages: list[dict[str, str]]) -> str:

@@ -385,7 +385,7 @@ def plan_input(cfg: Any, model_path: str, card_gb: float | None, prompt_tokens: 
         num_generations=args.num_generations, per_device_train_batch_size=args.per_device_train_batch_size,
         max_prompt_tokens=min(prompt_tokens or cfg.max_prompt_tokens, cfg.max_prompt_tokens),
         max_completion_length=args.max_completion_length, dtype=dtype, use_vllm=bool(args.use_vllm),
-        vllm_gpu_memory_utilization=cfg.gpu_memory_utilization, beta=args.beta,
+        vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization, beta=args.beta,
         unsloth=select_backend(cfg.backend, cuda=card_gb is not None).name == "unsloth", card_gb=card_gb,
     )
 

@@ -41,6 +41,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     recipe = get_recipe(cfg.recipe)
     trackers.check(cfg)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
+    models.check_gpu_path(cfg, backend)
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
               *cfg.notes]
     rows = recipe.rows(cfg)

@@ -32,9 +32,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "cpu": {"bf16": False, "use_cpu": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
-               "gpu_memory_utilization": 0.5},
+               "vllm_gpu_memory_utilization": 0.5},
     "performance": {"use_vllm": True, "vllm_mode": "colocate", "num_generations": 16,
-                    "per_device_train_batch_size": 16, "gpu_memory_utilization": 0.6},
+                    "per_device_train_batch_size": 16, "vllm_gpu_memory_utilization": 0.6},
 }
 
 

@@ -57,8 +57,48 @@ def check_processes(num_processes: int, *, cuda_devices: int | None = None, cpus
     return "cpu"
 
 
-def build_command(argv_after_train: list[str], num_processes: int, config: str | None, device: str) -> list[str]:
-    """The launcher command line. torchrun is the default; an accelerate config selects accelerate launch."""
+def distributed_type(path: Path) -> str:
+    """The accelerate config's ``distributed_type`` (FSDP, DEEPSPEED, MULTI_GPU...), upper case; '' if unreadable."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return ""
+    return str(values.get("distributed_type", "")).upper() if isinstance(values, dict) else ""
+
+
+def check_launch(path: Path, backend: str, use_vllm: bool) -> None:
+    """Refuse before launching what Unsloth refuses mid-run: vLLM generation (fast_inference) under FSDP.
+
+    unsloth 2026.10.9 raises NotImplementedError for fast_inference under FSDP2 (loader_utils
+    ``raise_if_fast_inference_under_fsdp2``), after every worker has loaded the model.
+    """
+    if distributed_type(path) == "FSDP" and backend == "unsloth" and use_vllm:
+        raise UserError("FSDP with the Unsloth backend and use_vllm: Unsloth's vLLM engine (fast_inference) does "
+                        "not run under FSDP", "--accelerate-config",
+                        "set use_vllm: false, or backend: transformers, or use --accelerate-config ddp / zero2")
+
+
+def launch_settings(argv_after_train: list[str]) -> tuple[str, bool, str]:
+    """(backend, use_vllm, accelerate mixed precision) of the run the workers will train, from its config."""
+    from grpo_fast import models
+    from grpo_fast.resolve import resolve_config
+
+    positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]
+    overrides = [a for a in argv_after_train if not a.startswith("-") and "=" in a]
+    cfg = resolve_config(positional[0] if positional else None, overrides)
+    use_vllm = bool(cfg.args.use_vllm)
+    backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=use_vllm).name
+    precision = models.train_precision(cfg)
+    return backend, use_vllm, {"fp32": "no"}.get(precision, precision)
+
+
+def build_command(argv_after_train: list[str], num_processes: int, config: str | None, device: str,
+                  mixed_precision: str = "no") -> list[str]:
+    """The launcher command line. torchrun is the default; an accelerate config selects accelerate launch.
+
+    ``mixed_precision`` (bf16 | fp16 | no) comes from the run's config: the shipped YAMLs do not fix it."""
     train = ["-m", "grpo_fast", "train", *argv_after_train]
     if config is None:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
@@ -76,7 +116,7 @@ def build_command(argv_after_train: list[str], num_processes: int, config: str |
             raise UserError(f"{path.name} needs DeepSpeed, which is not installed", "--accelerate-config",
                             "pip install deepspeed, or use --accelerate-config ddp / fsdp")
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path), "--num_processes",
-            str(num_processes), *train]
+            str(num_processes), "--mixed_precision", mixed_precision, *train]
 
 
 def pin_run_dir(argv_after_train: list[str]) -> list[str]:
@@ -109,7 +149,11 @@ def launch(argv_after_train: list[str], num_processes: int, config: str | None =
         raise ValueError("strip --num-processes/--accelerate-config before calling launch()")
     device = check_processes(num_processes)
     argv = argv_after_train if "--dry-run" in argv_after_train else pin_run_dir(argv_after_train)
-    cmd = build_command(list(argv), num_processes, config, device)
+    mixed_precision = "no"
+    if config is not None and device == "cuda":
+        backend, use_vllm, mixed_precision = launch_settings(list(argv_after_train))
+        check_launch(accelerate_config(config), backend, use_vllm)
+    cmd = build_command(list(argv), num_processes, config, device, mixed_precision)
     env = dict(os.environ)
     if device == "cpu":
         # torch picks gloo for CPU tensors; keep the workers from fighting over the same cores

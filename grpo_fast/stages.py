@@ -59,6 +59,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     from grpo_fast.health import HealthMonitor
     from grpo_fast.rewards.combine import AdaptiveRewardScaler
     from grpo_fast.rewards.guard import tripped
+    from grpo_fast.vllm_sync import sync_check
 
     cfg = stage.cfg
     out = checkpoints.output_dir(run_dir, stage.name if staged else None)
@@ -73,9 +74,12 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
         adaptive = AdaptiveWeights(AdaptiveRewardScaler(prep.rewards.funcs, prep.rewards.weights, w_min=low,
                                                         w_max=high))
     memory = MemoryCheck.for_run(cfg, run_dir)
+    sync = sync_check(cfg, run_dir)  # only with vLLM on CPU (GRPO_FAST_VLLM_CPU=1): does vLLM get the weights?
     trainer = build_trainer(prep, loaded, run_dir, stage.name if staged else None,
-                            callbacks=[c for c in (adaptive, logger, monitor, memory) if c])
+                            callbacks=[c for c in (adaptive, logger, monitor, memory, sync) if c])
     logger.attach(trainer)
+    if sync:
+        sync.attach(trainer)
     if adaptive:
         adaptive.trainer = trainer
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

@@ -108,3 +108,15 @@ def test_gpu_benchmark_random_model_has_the_real_architecture():
     cfg = bench.random_model_config(tiny_tokenizer())
     assert cfg.model_type == "qwen2" and cfg.num_hidden_layers == 24 and cfg.hidden_size == 896
     assert cfg.eos_token_id == tiny_tokenizer().eos_token_id
+
+
+def test_unsloth_zoo_and_xformers_are_compared_with_the_lock():
+    base = dict(python="3.11.7", cuda=True, gpu_name="NVIDIA L4", gpu_gb=22.5, capability=(8, 9), imports=OK_IMPORTS)
+    off = _rows(Machine(versions={**GPU_LOCKED, "unsloth-zoo": "2026.9.1", "xformers": "0.0.33"}, **base))
+    assert off["unsloth-zoo"].status == WARN and "2026.10.9" in off["unsloth-zoo"].note
+    assert off["xformers"].status == WARN and "0.0.35" in off["xformers"].note
+    locked = _rows(Machine(versions={**GPU_LOCKED, "unsloth-zoo": "2026.10.9", "xformers": "0.0.35"}, **base))
+    assert locked["unsloth-zoo"].status == OK and locked["xformers"].status == OK
+    missing = _rows(Machine(versions=dict(GPU_LOCKED), **base))
+    assert missing["unsloth-zoo"].value == "not installed" and missing["unsloth-zoo"].status == WARN
+    assert "xformers" not in _rows(Machine("3.11.7", dict(LOCKED), cuda=False))  # CPU: not part of the set

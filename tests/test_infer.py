@@ -126,3 +126,19 @@ def _parser():
     parser = argparse.ArgumentParser()
     infer.add_parser(parser.add_subparsers(dest="command"))
     return parser
+
+
+def test_vllm_engine_on_cpu_only_with_the_opt_in():
+    sel = infer.select_engine
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
+        sel("vllm", cuda=False, vllm=True, unsloth=False, vllm_cpu=False)
+    assert sel("vllm", cuda=False, vllm=True, unsloth=False, vllm_cpu=True).name == "vllm"
+    with pytest.raises(UserError, match="needs a CUDA GPU"):  # Unsloth's engine stays GPU-only
+        sel("unsloth", cuda=False, vllm=True, unsloth=True, vllm_cpu=True)
+    assert sel(cuda=False, vllm=True, unsloth=False, vllm_cpu=True).name == "transformers"  # auto: not on CPU
+
+
+def test_unsloth_engine_serves_the_saved_adapter_rank(run_dir):
+    kwargs = infer.unsloth_infer_kwargs(Run.open(run_dir))
+    assert kwargs["fast_inference"] is True and kwargs["max_lora_rank"] == infer.adapter_rank(run_dir / "adapter")
+    assert kwargs["max_lora_rank"] == 16 and kwargs["gpu_memory_utilization"] == 0.3

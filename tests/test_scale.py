@@ -73,3 +73,29 @@ def test_two_processes_train_on_cpu_with_gloo(tiny_model_dir, in_tmp):
     # both ranks took part: the checkpoint holds one RNG state per rank
     assert {p.name for p in run.glob("checkpoints/checkpoint-2/rng_state_*.pth")} == {"rng_state_0.pth",
                                                                                       "rng_state_1.pth"}
+
+
+def test_fsdp_with_unsloth_and_vllm_is_refused_before_launch(tmp_path):
+    fsdp = scale.accelerate_config("fsdp")
+    with pytest.raises(UserError) as err:
+        scale.check_launch(fsdp, "unsloth", use_vllm=True)
+    assert "FSDP" in str(err.value) and "use_vllm: false" in str(err.value)
+    scale.check_launch(fsdp, "unsloth", use_vllm=False)  # Unsloth trains under FSDP2 without vLLM
+    scale.check_launch(fsdp, "transformers", use_vllm=True)  # TRL's own vLLM gathers FSDP weights
+    scale.check_launch(scale.accelerate_config("ddp"), "unsloth", use_vllm=True)
+    own = tmp_path / "fsdp1.yaml"
+    own.write_text("distributed_type: FSDP\nfsdp_config: {fsdp_version: 1}\n")
+    with pytest.raises(UserError, match="FSDP"):
+        scale.check_launch(own, "unsloth", use_vllm=True)
+
+
+def test_mixed_precision_comes_from_the_run_not_the_shipped_yaml():
+    import yaml
+
+    for file in scale.ACCELERATE_CONFIGS.values():
+        assert "mixed_precision" not in yaml.safe_load((scale.ACCELERATE_DIR / file).read_text())
+    t4 = scale.build_command(["math"], 2, "ddp", "cuda", mixed_precision="fp16")
+    assert t4[t4.index("--mixed_precision") + 1] == "fp16"
+    backend, use_vllm, precision = scale.launch_settings(["demo", "use_vllm=false", "fp16=true"])
+    assert (backend, use_vllm, precision) == ("transformers", False, "fp16")
+    assert scale.launch_settings(["demo"])[2] == "no"  # the CPU profile trains in fp32

@@ -1,0 +1,362 @@
+"""GPU acceptance run: one command on a GPU machine, offline, within 15 minutes; one JSON file out.
+
+    python benchmarks/gpu_acceptance.py --wheels /path/to/wheels      # full mode on a CUDA GPU
+    python benchmarks/gpu_acceptance.py --reduced                      # CPU: a tiny model, the same phases
+
+Target machine: Python 3.12, torch 2.11 + CUDA 13, transformers 5.17, peft, accelerate 1.15, triton 3.6, no
+model hub, and at most 64 MiB of extra wheels (unsloth, unsloth-zoo, trl, datasets and grpo_fast's small pure
+dependencies fit; vLLM and xformers do not). Phases, each of which runs or says in one line why not:
+
+1. set-up: ``pip install --no-index --no-deps`` of every wheel in ``--wheels`` (timed, size reported);
+2. environment: versions, GPU, what imports;
+3. a randomly initialised model built from a config (Qwen2.5-0.5B shapes; tiny Llama in reduced mode) with
+   the tests' in-process tokenizer, saved to a temp folder: no hub;
+4. the same GRPO config trained with transformers + PEFT and with Unsloth, each in its own process: step time,
+   generated tokens/s, peak GPU memory, and the memory planner's estimate against the measured peak;
+5. chat and batch generate with the trained adapter; adapter and merged export, the merged model checked to
+   generate what base + adapter generates; GGUF is not attempted (Unsloth builds llama.cpp from source over
+   the network).
+
+Docs: docs/gpu_acceptance.md (what it prints on a GPU, and why each skip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MAX_EXTRA_MIB = 64
+FULL = {"steps": 5, "completion": 256, "generations": 8, "model": "qwen2.5-0.5b"}
+REDUCED = {"steps": 2, "completion": 8, "generations": 4, "model": "tiny-llama"}
+# A length reward counted in words, which vary between random completions of a fixed token count (so GRPO's
+# advantages are not all 0 and the adapter moves), and the demo's correctness reward, which the kit requires.
+def rewards(completion_tokens: int) -> list[dict[str, Any]]:
+    return [{"name": "ideal_length", "target": max(4, completion_tokens // 2)},
+            {"name": "numeric_match", "weight": 2.0}]
+PROMPTS = ["What is 3 + 4?", "What is 12 + 5?"]
+VERSIONS = ("torch", "transformers", "peft", "accelerate", "triton", "trl", "datasets", "unsloth", "unsloth_zoo",
+            "vllm", "xformers", "bitsandbytes", "grpo_fast")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _imports(module: str) -> str:
+    """'ok' or why not, in a subprocess (Unsloth patches transformers on import; a crash must not kill us)."""
+    if importlib.util.find_spec(module) is None:
+        return "not installed"
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    return "ok" if proc.returncode == 0 else "import fails: " + (lines[-1][:200] if lines else str(proc.returncode))
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def setup(wheels: str | None) -> dict[str, Any]:
+    """Install the brought wheels offline (no index, no dependency resolution: the machine has the rest)."""
+    if not wheels:
+        return {"status": "skipped", "why": "no --wheels given: using what is installed"}
+    files = sorted(Path(wheels).glob("*.whl"))
+    if not files:
+        return {"status": "failed", "why": f"no .whl files in {wheels}"}
+    mib = sum(f.stat().st_size for f in files) / 2**20
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                           *map(str, files)], capture_output=True, text=True, timeout=600)
+    out = {"status": "ok" if proc.returncode == 0 else "failed", "wheels": [f.name for f in files],
+           "size_mib": round(mib, 1), "within_allowance": mib <= MAX_EXTRA_MIB,
+           "seconds": round(time.time() - start, 1)}
+    if proc.returncode:
+        out["why"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+    return out
+
+
+def environment() -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {"python": platform.python_version(), "cuda": torch.cuda.is_available(),
+                           "versions": {d: _version(d.replace("_", "-")) or _version(d) for d in VERSIONS}}
+    if env["cuda"]:
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu=props.name, gpu_gib=round(props.total_memory / 2**30, 1), cuda_version=torch.version.cuda,
+                   capability=".".join(map(str, torch.cuda.get_device_capability(0))))
+    env["imports"] = {m: _imports(m) for m in ("unsloth", "vllm", "bitsandbytes")} if env["cuda"] else {}
+    return env
+
+
+def build_model(kind: str, folder: Path) -> Path:
+    """A random-weight model from a config, with the tests' byte-level tokenizer: nothing from a hub."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(HERE))
+    from tiny import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    if kind == "tiny-llama":
+        model = tiny_model(tok)
+    else:
+        from bench_gpu import random_model_config
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8 \
+            else torch.float16
+        model = AutoModelForCausalLM.from_config(random_model_config(tok), dtype=dtype)
+        tok.model_max_length = 4096
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One backend in this process: train, time the steps, read peak memory, compare with the planner."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from bench_gpu import fixed_length_kwargs, step_figures
+
+    from grpo_fast import models
+    from grpo_fast.errors import UserError
+    from grpo_fast.plan import compare, estimate, plan_input
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.train import train
+
+    cuda = torch.cuda.is_available()
+    overrides = {
+        "model": spec["model_dir"], "backend": spec["backend"], "max_steps": spec["steps"],
+        "max_completion_length": spec["completion"], "num_generations": spec["generations"],
+        "per_device_train_batch_size": spec["generations"], "learning_rate": 1e-3, "logging_steps": 1,
+        "save_strategy": "no", "evaluate": False, "eval_rows": 0, "run_dir": spec["run_dir"],
+        "generation_kwargs": fixed_length_kwargs(False, spec["completion"]), "rewards": rewards(spec["completion"]),
+        "max_prompt_tokens": 1024, "use_vllm": False, "load_in_4bit": False,
+        "optim": "adamw_torch",  # the GPU profiles pick adamw_8bit, which needs bitsandbytes (not brought along)
+    }
+    if cuda:
+        overrides["gradient_checkpointing"] = True
+    cfg = resolve_config("demo", overrides)
+    per_step = cfg.args.per_device_train_batch_size * cfg.args.gradient_accumulation_steps
+    card = models.gpu_memory_gb()
+    try:
+        plan = estimate(plan_input(cfg, spec["model_dir"], card, longest_prompt(cfg, spec["model_dir"])))
+    except UserError as err:
+        plan = None
+        plan_note = err.what
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = time.time()
+    result = train(cfg, force=True)  # random weights: the gold self-test is beside the point
+    wall = time.time() - start
+    metrics = [json.loads(line) for line in (result.path / "metrics.jsonl").read_text().splitlines()]
+    out: dict[str, Any] = {"backend": result.summary["backend"], "wall_s": round(wall, 1),
+                           "completions_per_step": per_step,
+                           **{k: round(v, 3) for k, v in step_figures(metrics, per_step).items()},
+                           "run_dir": str(result.path)}
+    if cuda:
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        out.update(peak_gib=round(peak, 2))
+        if plan is not None:
+            out.update(plan_gib=round(plan.allocated_gb, 4), plan_error=round(compare(plan, peak), 3))
+    else:
+        import resource
+
+        out.update(peak_gib=None, peak_note="no CUDA: GPU memory not measured",
+                   cpu_max_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
+        if plan is not None:
+            out.update(plan_gib=round(plan.allocated_gb, 4))
+    if plan is None:
+        out["plan_note"] = plan_note
+    return out
+
+
+def longest_prompt(cfg: Any, model_dir: str) -> int:
+    """Tokens of the longest prompt with the chat template: what the planner should size activations by."""
+    from transformers import AutoTokenizer
+
+    from grpo_fast.recipes import get_recipe
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    rows = get_recipe(cfg.recipe).rows(cfg)
+    texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    return max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
+
+
+def run_backend(backend: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A backend in its own process (Unsloth patches transformers on import), or the one-line reason why not."""
+    import torch
+
+    if backend == "unsloth":
+        if not torch.cuda.is_available():
+            return {"backend": "unsloth", "status": "skipped", "why": "Unsloth needs a CUDA GPU"}
+        state = _imports("unsloth")
+        if state != "ok":
+            return {"backend": "unsloth", "status": "skipped", "why": f"unsloth {state}"}
+    start = time.time()
+    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps({**spec, "backend": backend})],
+                          capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    found = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not found:
+        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
+        return {"backend": backend, "status": "failed", "why": " | ".join(tail)[-600:],
+                "seconds": round(time.time() - start, 1)}
+    return {"status": "ok", **json.loads(found[-1][7:]), "process_s": round(time.time() - start, 1)}
+
+
+def inference_and_export(run_dir: str, work: Path) -> dict[str, Any]:
+    """Chat and generate with the trained adapter; adapter and merged export; GGUF said, not faked."""
+    import io
+
+    import torch
+
+    from grpo_fast import export, infer
+    from grpo_fast.rundir import Run
+
+    out: dict[str, Any] = {}
+    info = Run.open(run_dir, lora=True)
+    engine = infer.select_engine("transformers")
+    prompts = work / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS) + "\n")
+    records = infer.generate_file(run_dir, prompts, work / "generated.jsonl", engine="transformers",
+                                  max_new_tokens=16)
+    out["generate"] = {"status": "ok", "engine": engine.name, "records": len(records),
+                       "first": repr(records[0]["completion"][:60])}
+    gen = infer.Generator(info, engine, max_new_tokens=8)
+    turns = infer.chat_loop(gen, ["What is 2 + 2?", "and 3 + 3?", "/exit"], io.StringIO())
+    out["chat"] = {"status": "ok", "turns": turns}
+    if torch.cuda.is_available() and _imports("vllm") == "ok" and _imports("unsloth") == "ok":
+        out["unsloth_engine"] = {"status": "available", "note": "run `grpo-fast chat RUN --engine unsloth`"}
+    else:
+        out["unsloth_engine"] = {"status": "skipped", "why": "the Unsloth and vLLM engines need vLLM, which is not "
+                                                             "installed (its wheel exceeds the 64 MiB allowance)"}
+    adapter = export.export_run(run_dir, "adapter", out=work / "export-adapter")
+    merged = export.export_run(run_dir, "merged", out=work / "export-merged")
+    out["export_adapter"] = {"status": "ok", "files": sorted(p.name for p in adapter.iterdir())}
+    same, moved = merged_matches_adapter(info, merged)
+    out["export_merged"] = {"status": "ok" if same else "failed", "files": sorted(p.name for p in merged.iterdir()),
+                            "greedy_matches_base_plus_adapter": same, "adapter_changed_logits": moved}
+    out["export_gguf"] = {"status": "skipped", "why": "GGUF conversion needs llama.cpp, which Unsloth builds from "
+                                                      "source over the network: impossible offline, not attempted"}
+    return out
+
+
+def merged_matches_adapter(info: Any, merged: Path) -> tuple[bool, bool]:
+    """(greedy tokens of the merged export equal base + adapter's, the adapter changed the base's logits)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_fast.infer import as_messages
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(merged)
+    tok.padding_side = "left"
+    texts = [tok.apply_chat_template(as_messages(p, None), tokenize=False, add_generation_prompt=True)
+             for p in PROMPTS]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    results, logits = [], []
+    for build in (lambda: AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32),
+                  lambda: PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(
+                      info.base_model_path(), dtype=torch.float32), str(info.adapter))):
+        model = build().to(device).eval()
+        with torch.no_grad():
+            results.append(model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id))
+            logits.append(model(**enc).logits)
+            if isinstance(model, PeftModel):
+                with model.disable_adapter():
+                    logits.append(model(**enc).logits)
+        del model
+    return bool(torch.equal(results[0], results[1])), not torch.allclose(logits[1], logits[2])
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """What the run prints: one line per measured or skipped item."""
+    lines = [f"grpo_fast GPU acceptance ({report['mode']} mode): {report['environment'].get('gpu', 'no GPU')}"]
+    s = report["setup"]
+    lines.append(f"set-up: {s['status']}" + (f", {s.get('size_mib')} MiB of wheels in {s.get('seconds')} s"
+                                             if s["status"] != "skipped" else f" ({s['why']})"))
+    header = f"{'backend':<14}{'step s':>8}{'gen tok/s':>11}{'peak GiB':>10}{'plan GiB':>10}{'plan err':>10}"
+    lines.append(header)
+    for r in report["train"]:
+        if r.get("status") != "ok":
+            lines.append(f"{r['backend']:<14}{r.get('status')}: {r.get('why')}")
+            continue
+        fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else format("-", f">{f.split('.')[0][-2:]}")
+        lines.append(f"{r['backend']:<14}{fmt(r['step_s'], '8.2f')}{fmt(r['gen_tok_s'], '11.0f')}"
+                     f"{fmt(r.get('peak_gib'), '10.2f')}{fmt(r.get('plan_gib'), '10.2f')}"
+                     f"{fmt(r.get('plan_error'), '+10.0%')}")
+    for key, value in report.get("after_training", {}).items():
+        detail = value.get("why") or ", ".join(f"{k}={v}" for k, v in value.items() if k != "status")
+        lines.append(f"{key}: {value['status']}" + (f" ({detail})" if detail else ""))
+    lines.append(f"vllm: {report['vllm']['status']} ({report['vllm']['why']})")
+    lines.append(f"total {report['total_s']:.0f} s; JSON: {report['json']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheels", default=None, help="folder of extra wheels to install offline first")
+    parser.add_argument("--out", default="gpu_acceptance.json", help="the JSON report")
+    parser.add_argument("--reduced", action="store_true", help="tiny model, 2 short steps (automatic without CUDA)")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print("RESULT " + json.dumps(train_worker(json.loads(args.worker))), flush=True)
+        return 0
+    start = time.time()
+    report: dict[str, Any] = {"setup": setup(args.wheels)}
+    import torch
+
+    reduced = args.reduced or not torch.cuda.is_available()
+    shape = dict(REDUCED if reduced else FULL)
+    if args.steps:
+        shape["steps"] = args.steps
+    report.update(mode="reduced" if reduced else "full", config=shape, environment=environment())
+    with tempfile.TemporaryDirectory(prefix="gpu-acceptance-") as tmp:
+        work = Path(tmp)
+        t0 = time.time()
+        model_dir = build_model(shape["model"], work / "model")
+        report["model"] = {"kind": shape["model"], "built_s": round(time.time() - t0, 1),
+                           "note": "random weights from a config; speed and memory do not depend on the values"}
+        spec = {**shape, "model_dir": str(model_dir)}
+        report["train"] = [run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")})
+                           for b in ("transformers", "unsloth")]
+        trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"), None)
+        if trained:
+            report["after_training"] = {"of": {"status": "ok", "backend": trained["backend"]},
+                                        **inference_and_export(trained["run_dir"], work)}
+        else:
+            report["after_training"] = {"of": {"status": "skipped", "why": "no backend trained"}}
+        for r in report["train"]:
+            r.pop("run_dir", None)
+    report["vllm"] = {"status": "skipped" if _imports("vllm") != "ok" else "not measured",
+                      "why": "vllm is not installed here (a 336 MB wheel; the allowance is 64 MiB); make test-vllm "
+                             "runs vLLM's CPU build for correctness"}
+    report["total_s"] = round(time.time() - start, 1)
+    report["json"] = str(Path(args.out).resolve())
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print("\n".join(summary_lines(report)), flush=True)
+    failed = [r for r in report["train"] if r.get("status") == "failed"]
+    failed += [v for v in report["after_training"].values() if v.get("status") == "failed"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""benchmarks/gpu_acceptance.py end to end in its reduced mode on CPU: every phase runs or says why not."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_acceptance.py"
+
+
+@pytest.mark.slow
+def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
+    out = tmp_path / "acceptance.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--reduced", "--out", str(out)], capture_output=True,
+                          text=True, timeout=1800, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "reduced" and report["setup"]["status"] == "skipped"
+    assert report["environment"]["versions"]["trl"] == "1.14.2"
+    hf, unsloth = report["train"]
+    assert hf["status"] == "ok" and hf["backend"] == "transformers" and hf["step_s"] > 0
+    assert hf["gen_tokens_per_step"] == report["config"]["completion"] * report["config"]["generations"]
+    assert hf["plan_gib"] > 0  # the planner ran on the random model's config
+    assert unsloth["status"] == "skipped" and "CUDA" in unsloth["why"]
+    after = report["after_training"]
+    assert after["generate"]["records"] == 2 and after["chat"]["turns"] == 2
+    assert after["export_merged"]["greedy_matches_base_plus_adapter"] is True
+    assert after["export_merged"]["adapter_changed_logits"] is True  # a trained adapter, not the zero init
+    assert "adapter_model.safetensors" in after["export_adapter"]["files"]
+    assert after["export_gguf"]["status"] == "skipped" and "llama.cpp" in after["export_gguf"]["why"]
+    assert report["vllm"]["status"] == "skipped"
+    printed = proc.stdout
+    assert "unsloth       skipped: Unsloth needs a CUDA GPU" in printed and "export_gguf: skipped" in printed
+    assert f"JSON: {out}" in printed
+
+
+def test_setup_without_wheels_says_so(tmp_path):
+    spec = importlib.util.spec_from_file_location("gpu_acceptance", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.setup(None)["status"] == "skipped"
+    assert module.setup(str(tmp_path)) == {"status": "failed", "why": f"no .whl files in {tmp_path}"}

