@@ -1,8 +1,8 @@
 """The notebooks: committed clean (no outputs, paths or tokens), pinned to the GPU lock, and they run.
 
 Each notebook is executed headless on CPU for one step: a cell injected after the ``parameters`` cell switches
-it to SMOKE mode. The GSM8K quickstart runs on the embedded 135M model; the others use the tests' tiny random
-Llama, which keeps the five within the suite's time budget (test_train and test_recipes cover the embedded model).
+it to SMOKE mode. The GSM8K quickstart runs SMOKE as shipped, on the embedded 135M model; the others get the
+tests' tiny random Llama as SMOKE_MODEL, which keeps the five within the suite's time budget.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from grpo_fast.doctor import _parse_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-SMOKE = ('SMOKE = True\nMODEL = {model!r}\nMAX_STEPS = 1\nINSTALL = False\nEXPORT_FORMAT = "adapter"\n'
-         'EXPORT_GGUF = False\nEXTRA = {{"max_completion_length": 8, "max_prompt_tokens": 2048}}\n')
+SMOKE = ('SMOKE = True\nMAX_STEPS = 1\nINSTALL = False\nEXPORT_FORMAT = "adapter"\n'
+         'EXPORT_GGUF = False\nEXTRA = {{"max_completion_length": 8, "max_prompt_tokens": 2048}}\n{model}')
 
 
 def test_five_notebooks():
@@ -39,6 +39,7 @@ def test_committed_clean_with_parameters_and_lock(path):
     assert not re.search(r"/(work|home|root|Users|tmp)/|hf_[A-Za-z0-9]{20,}", text), "local path or token"
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and "SMOKE = False" in tagged[0].source and "INSTALL = True" in tagged[0].source
+    assert 'SMOKE_MODEL = "embedded"' in tagged[0].source  # SMOKE means the embedded model, as the notebook says
     assert 'GRPO_FAST = ""' in tagged[0].source  # grpo_fast is not on PyPI: the user names a git URL or wheels
     source = "\n".join(c.source for c in nb.cells)
     lock = {**_parse_requirements(ROOT / "requirements-gpu.txt")}
@@ -54,7 +55,7 @@ def test_notebook_runs_one_step_on_cpu(path, tmp_path, tiny_model_dir):
 
     nb = nbformat.read(path, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    model = "embedded" if path.name.startswith("01") else str(tiny_model_dir)
+    model = "" if path.name.startswith("01") else f"SMOKE_MODEL = {str(tiny_model_dir)!r}\n"
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(SMOKE.format(model=model)))
     # timeout: a hang guard only (an hour per cell); a slow, shared 2-core machine must not fail the test
     NotebookClient(nb, kernel_name="python3", timeout=3600, resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -103,3 +104,22 @@ def test_install_cell_installs_grpo_fast_from_an_uploaded_wheel_into_a_fresh_ven
              "r.files('grpo_fast').joinpath('samples/gsm8k_sample.jsonl').is_file())")
     out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.stdout.split() == ["0.1.0", "0.1.0", "True"], out.stderr
+
+
+def test_a_doctor_failure_stops_the_notebook_with_its_message(tmp_path):
+    """The notebook's own doctor cell, after a patch that makes doctor find trl 1.15 on a CPU (a real FAIL row)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    doctor_cell = next(c for c in nb.cells if c.cell_type == "code" and "doctor.run" in c.source)
+    broken = ("from grpo_fast import doctor\n"
+              "doctor.known_problems = lambda m, bf16_requested=False: [doctor.Check("
+              "'trl on CPU', '1.15.0', doctor.FAIL, 'pin trl 1.14.2')]\n")
+    nb.cells = [params, nbformat.v4.new_code_cell("SMOKE = True\nINSTALL = False"),
+                nbformat.v4.new_code_cell(broken), doctor_cell]
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(tmp_path)}}
+                       ).execute()
+    assert "SystemExit" in str(info.value) and "doctor found a FAIL row above" in str(info.value)
