@@ -10,9 +10,7 @@ import pytest
 from grpo_fast.errors import UserError
 from grpo_fast.plan import (
     GIB,
-    KNOWN_MODELS,
     MemoryPlan,
-    ModelShape,
     PlanInput,
     compare,
     estimate,
@@ -20,6 +18,7 @@ from grpo_fast.plan import (
     profile_for,
     propose,
 )
+from grpo_fast.shapes import KNOWN_MODELS, ModelShape
 
 # Published totals (model cards / safetensors metadata), in parameters.
 PUBLISHED = {
