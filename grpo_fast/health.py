@@ -105,10 +105,6 @@ class HealthMonitor(TrainerCallback):
         except ValidationError as err:
             raise UserError(f"bad health threshold: {err.errors()[0]['msg']}", "health",
                             f"known thresholds: {', '.join(HealthSettings.model_fields)}") from None
-        unknown = set(settings.stop_on or ()) - set(REMEDIES)
-        if unknown:
-            raise UserError(f"unknown health alarm kinds {sorted(unknown)}", "health.stop_on",
-                            f"known kinds: {', '.join(REMEDIES)}")
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.on_alarm = on_alarm
         self.settings = settings

@@ -150,7 +150,8 @@ class Generator:
     def _load_vllm(self) -> None:
         from transformers import AutoTokenizer
 
-        from grpo_fast.models import cuda_available, vllm_cpu_environment, vllm_engine_kwargs
+        from grpo_fast.gpu import vllm_cpu_environment, vllm_engine_kwargs
+        from grpo_fast.models import cuda_available
 
         cpu = not cuda_available()
         if cpu:

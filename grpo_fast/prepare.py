@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_fast import data, models, trackers
+from grpo_fast import data, gpu, models, trackers
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe, get_recipe
@@ -41,7 +41,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     recipe = get_recipe(cfg.recipe)
     trackers.check(cfg)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
-    models.check_gpu_path(cfg, backend)
+    gpu.check_gpu_path(cfg, backend)
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
               *cfg.notes]
     rows = recipe.rows(cfg)

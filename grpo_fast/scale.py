@@ -82,7 +82,7 @@ def check_launch(path: Path, backend: str, use_vllm: bool) -> None:
 
 def launch_settings(argv_after_train: list[str]) -> tuple[str, bool, str]:
     """(backend, use_vllm, accelerate mixed precision) of the run the workers will train, from its config."""
-    from grpo_fast import models
+    from grpo_fast import gpu, models
     from grpo_fast.resolve import resolve_config
 
     positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]
@@ -90,7 +90,7 @@ def launch_settings(argv_after_train: list[str]) -> tuple[str, bool, str]:
     cfg = resolve_config(positional[0] if positional else None, overrides)
     use_vllm = bool(cfg.args.use_vllm)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=use_vllm).name
-    precision = models.train_precision(cfg)
+    precision = gpu.train_precision(cfg)
     return backend, use_vllm, {"fp32": "no"}.get(precision, precision)
 
 

@@ -16,7 +16,7 @@ YAML_CASES = [
     ("stages:\n  - {name: a, sft: maybe}\n", ["stages[0].sft", "true or false"]),
     ("stages: fast\n", ["stages", "valid list"]),
     ("health:\n  windw: 3\n", ["health.windw", "run.yaml:3", "did you mean 'window'"]),
-    ("health:\n  stop_on: [boredom]\n", ["boredom", "known kinds"]),
+    ("health:\n  stop_on: [boredom]\n", ["health.stop_on[0]", "run.yaml:3", "'low_reward_std'", "boredom"]),
     ("rewards:\n  - {weight: 2.0}\n", ["rewards[0].name", "field required"]),
     ("rewards:\n  - fuzzy_matsch\n", ["rewards[0].name", "did you mean fuzzy_match"]),
     ("rewards:\n  - {name: fuzzy_match, colum: answer}\n", ["rewards[0].name", "colum"]),

@@ -16,7 +16,7 @@ import typing
 import pytest
 from pinned import PinnedWheel, calls_in, class_fields, find_def, named_params
 
-from grpo_fast import export, infer, models
+from grpo_fast import export, gpu, infer
 from grpo_fast.resolve import resolve_config
 from grpo_fast.rundir import Run
 
@@ -55,7 +55,7 @@ def _run_info(tmp_path, **config) -> Run:
 def test_from_pretrained_takes_every_keyword_the_kit_passes(unsloth, tiny_model_dir, tmp_path, monkeypatch):
     params = named_params(find_def(unsloth.ast(LOADER), "from_pretrained", cls="FastLanguageModel"))
     for overrides in ([], ["use_vllm=true", "load_in_4bit=true", "fp16=true"], ["lora=false", "bf16=true"]):
-        kwargs = models.unsloth_load_kwargs(_cfg(tiny_model_dir, *overrides), "m")
+        kwargs = gpu.unsloth_load_kwargs(_cfg(tiny_model_dir, *overrides), "m")
         assert set(kwargs) <= params, set(kwargs) - params
     monkeypatch.setattr(Run, "base_model_path", lambda self: str(tmp_path))
     info = _run_info(tmp_path, max_seq_length=512, vllm_gpu_memory_utilization=0.5)
@@ -65,9 +65,9 @@ def test_from_pretrained_takes_every_keyword_the_kit_passes(unsloth, tiny_model_
 
 def test_get_peft_model_takes_every_keyword_the_kit_passes(unsloth, tiny_model_dir):
     params = named_params(find_def(unsloth.ast(LLAMA), "get_peft_model", cls="FastLlamaModel"))
-    kwargs = models.unsloth_peft_kwargs(_cfg(tiny_model_dir, "lora_r=32"))
+    kwargs = gpu.unsloth_peft_kwargs(_cfg(tiny_model_dir, "lora_r=32"))
     assert set(kwargs) <= params, set(kwargs) - params
-    assert kwargs["use_gradient_checkpointing"] == "unsloth" and kwargs["target_modules"] == models.LORA_TARGETS
+    assert kwargs["use_gradient_checkpointing"] == "unsloth" and kwargs["target_modules"] == gpu.LORA_TARGETS
 
 
 def test_load_lora_exists_only_after_get_peft_model_and_fast_generate_is_the_engine(unsloth, zoo):
@@ -142,8 +142,8 @@ def test_every_default_unsloth_rewrites_is_pinned_by_the_kit(unsloth, tiny_model
     assert {"gradient_accumulation_steps", "weight_decay", "warmup_steps", "optim"} <= rewritten  # parsed right
     fields = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
     relevant = rewritten & fields - {"output_dir"}  # the kit always passes output_dir
-    assert relevant <= set(models.UNSLOTH_CHANGED_DEFAULTS), relevant - set(models.UNSLOTH_CHANGED_DEFAULTS)
-    args = models.trainer_args(dict(_cfg(tiny_model_dir).grpo), GRPOConfig)
+    assert relevant <= set(gpu.UNSLOTH_CHANGED_DEFAULTS), relevant - set(gpu.UNSLOTH_CHANGED_DEFAULTS)
+    args = gpu.trainer_args(dict(_cfg(tiny_model_dir).grpo), GRPOConfig)
     assert relevant - {"seed", "output_dir"} <= set(args)  # seed and output_dir: build_trainer passes them
     assert "epsilon_high = 0.28" in unsloth.text("unsloth/models/rl.py")  # why epsilon_high is pinned too
 
@@ -155,13 +155,13 @@ def test_vllm_lora_rank_whitelist_is_the_pinned_one(vllm):
     tree = vllm.ast("vllm/config/lora.py")
     node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "MaxLoRARanks")
     ranks = tuple(ast.literal_eval(e) for e in node.value.slice.elts)
-    assert ranks == models.VLLM_LORA_RANKS
+    assert ranks == gpu.VLLM_LORA_RANKS
 
 
 def test_engine_and_sampling_arguments_exist_in_vllm(vllm):
     engine_args = class_fields(vllm.ast("vllm/engine/arg_utils.py"), "EngineArgs")
     for cpu in (False, True):
-        kwargs = models.vllm_engine_kwargs({"lora_r": 16, "max_seq_length": 512}, cpu=cpu)
+        kwargs = gpu.vllm_engine_kwargs({"lora_r": 16, "max_seq_length": 512}, cpu=cpu)
         assert set(kwargs) <= engine_args, set(kwargs) - engine_args
     sampling = class_fields(vllm.ast("vllm/sampling_params.py"), "SamplingParams")
     assert {"temperature", "top_p", "max_tokens", "min_tokens"} <= sampling and "min_new_tokens" not in sampling
@@ -184,5 +184,5 @@ def test_trl_builds_the_colocated_engine_through_the_name_the_cpu_opt_in_wraps()
     assert "self.llm = LLM(" in source and "enforce_eager" not in source and "dtype=" not in source
     assert "load_weights" in inspect.getsource(vllm_generation.VLLMGeneration.sync_weights)
     default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "vllm_gpu_memory_utilization")
-    assert default == models.TRL_VLLM_GPU_MEMORY_UTILIZATION
+    assert default == gpu.TRL_VLLM_GPU_MEMORY_UTILIZATION
     assert typing.get_type_hints(GRPOConfig)["vllm_gpu_memory_utilization"] is float

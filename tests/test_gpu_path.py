@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import torch
 
-from grpo_fast import models
+from grpo_fast import gpu, models
 from grpo_fast.errors import UserError
 from grpo_fast.plan import plan_input
 from grpo_fast.prepare import prepare
@@ -57,9 +57,9 @@ def test_every_default_unsloth_rewrites_is_passed_explicitly_and_equals_trl(tiny
     from trl import GRPOConfig
 
     cfg = _cfg(tiny_model_dir)
-    args = models.trainer_args(dict(cfg.grpo), GRPOConfig)
+    args = gpu.trainer_args(dict(cfg.grpo), GRPOConfig)
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    changed = set(models.UNSLOTH_CHANGED_DEFAULTS) & fields - {"seed"}
+    changed = set(gpu.UNSLOTH_CHANGED_DEFAULTS) & fields - {"seed"}
     assert changed <= set(args), changed - set(args)
     # on plain TRL the pins change nothing: the same config object either way
     pinned = GRPOConfig(output_dir="x", seed=1, **args)
@@ -67,7 +67,7 @@ def test_every_default_unsloth_rewrites_is_passed_explicitly_and_equals_trl(tiny
     same = fields - {"epsilon_high"}  # None in TRL's config; its trainer reads None as epsilon, the value pinned
     assert {f: getattr(pinned, f) for f in same} == {f: getattr(plain, f) for f in same}
     # the values a user set win over the pins; Unsloth's values are not what TRL defaults to
-    assert models.trainer_args({"weight_decay": 0.1}, GRPOConfig)["weight_decay"] == 0.1
+    assert gpu.trainer_args({"weight_decay": 0.1}, GRPOConfig)["weight_decay"] == 0.1
     assert args["gradient_accumulation_steps"] == 1 and args["weight_decay"] == 0.0 and args["warmup_steps"] == 0
     assert plain.epsilon_high is None and args["epsilon_high"] == plain.epsilon  # not Unsloth's explicit-dapo 0.28
     assert args["mask_truncated_completions"] is False and args["vllm_importance_sampling_correction"] is True
@@ -80,12 +80,12 @@ def test_one_vllm_memory_share_reaches_trl_unsloth_and_the_planner(tiny_model_di
     from trl import GRPOConfig
 
     cfg = _cfg(tiny_model_dir, "vllm_gpu_memory_utilization=0.45")
-    assert GRPOConfig(output_dir="x", **models.trainer_args(dict(cfg.grpo))).vllm_gpu_memory_utilization == 0.45
-    assert models.unsloth_load_kwargs(cfg, "m")["gpu_memory_utilization"] == 0.45
+    assert GRPOConfig(output_dir="x", **gpu.trainer_args(dict(cfg.grpo))).vllm_gpu_memory_utilization == 0.45
+    assert gpu.unsloth_load_kwargs(cfg, "m")["gpu_memory_utilization"] == 0.45
     assert plan_input(cfg, str(tiny_model_dir), 24.0).vllm_gpu_memory_utilization == 0.45
     default = _cfg(tiny_model_dir)
     trl_default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "vllm_gpu_memory_utilization")
-    assert models.unsloth_load_kwargs(default, "m")["gpu_memory_utilization"] == trl_default
+    assert gpu.unsloth_load_kwargs(default, "m")["gpu_memory_utilization"] == trl_default
     with pytest.raises(UserError) as err:  # the old kit name says what it became
         _cfg(tiny_model_dir, "gpu_memory_utilization=0.5")
     assert "renamed" in str(err.value) and "vllm_gpu_memory_utilization" in str(err.value)
@@ -97,8 +97,8 @@ def test_one_vllm_memory_share_reaches_trl_unsloth_and_the_planner(tiny_model_di
 def test_4bit_compute_dtype_follows_the_training_precision():
     from transformers import BitsAndBytesConfig
 
-    t4 = BitsAndBytesConfig(**models.bnb_config_kwargs("fp16"))
-    a100 = BitsAndBytesConfig(**models.bnb_config_kwargs("bf16"))
+    t4 = BitsAndBytesConfig(**gpu.bnb_config_kwargs("fp16"))
+    a100 = BitsAndBytesConfig(**gpu.bnb_config_kwargs("bf16"))
     assert t4.bnb_4bit_compute_dtype == torch.float16 and a100.bnb_4bit_compute_dtype == torch.bfloat16
     assert t4.load_in_4bit and t4.bnb_4bit_quant_type == "nf4"
 
@@ -116,19 +116,19 @@ def test_full_finetuning_in_fp16_keeps_fp32_master_weights():
 
     with pytest.raises(ValueError, match="unscale FP16 gradients"):
         unscale(torch.float16)  # what the kit loaded before: dtype fp16 on a non-bf16 card
-    full = models.weights_dtype(lora=False, precision="fp16", cuda=True)
+    full = gpu.weights_dtype(lora=False, precision="fp16", cuda=True)
     assert full == torch.float32
     unscale(full)
-    assert models.weights_dtype(lora=True, precision="fp16", cuda=True) == torch.float16  # LoRA: base frozen
-    assert models.weights_dtype(lora=False, precision="bf16", cuda=True) == torch.bfloat16
+    assert gpu.weights_dtype(lora=True, precision="fp16", cuda=True) == torch.float16  # LoRA: base frozen
+    assert gpu.weights_dtype(lora=False, precision="bf16", cuda=True) == torch.bfloat16
 
 
 def test_unsloth_full_finetuning_kwargs(tiny_model_dir):
     cfg = _cfg(tiny_model_dir, "lora=false", "use_vllm=true", "fp16=true")
-    kwargs = models.unsloth_load_kwargs(cfg, "m")
+    kwargs = gpu.unsloth_load_kwargs(cfg, "m")
     assert kwargs["full_finetuning"] is True and kwargs["fast_inference"] is False
     assert "max_lora_rank" not in kwargs and kwargs["dtype"] == torch.float16
-    lora = models.unsloth_load_kwargs(_cfg(tiny_model_dir, "use_vllm=true", "lora_r=32"), "m")
+    lora = gpu.unsloth_load_kwargs(_cfg(tiny_model_dir, "use_vllm=true", "lora_r=32"), "m")
     assert lora["fast_inference"] is True and lora["max_lora_rank"] == 32 and "full_finetuning" not in lora
 
 
@@ -136,16 +136,16 @@ def test_full_finetuning_with_vllm_on_unsloth_is_refused_or_switched_off(tiny_mo
     unsloth = models.Backend("unsloth", "simulated")
     asked = _cfg(tiny_model_dir, "lora=false", "use_vllm=true")
     with pytest.raises(UserError) as err:
-        models.check_gpu_path(asked, unsloth)
+        gpu.check_gpu_path(asked, unsloth)
     assert "serves LoRA adapters only" in str(err.value) and "backend: transformers" in str(err.value)
     from grpo_fast.config import build_config
     from grpo_fast.resolve import PROFILES
 
     from_profile = build_config([(PROFILES["cpu"], "profile cpu"), ({"use_vllm": True}, "profile memory"),
                                  ({"model": str(tiny_model_dir), "lora": False}, "command line")])
-    models.check_gpu_path(from_profile, unsloth)
+    gpu.check_gpu_path(from_profile, unsloth)
     assert from_profile.args.use_vllm is False and from_profile.grpo["use_vllm"] is False
     assert any(n.startswith("use_vllm=False: the profile turned vLLM on") for n in from_profile.notes)
     plain = _cfg(tiny_model_dir, "lora=false")
-    models.check_gpu_path(plain, models.Backend("transformers", ""))
+    gpu.check_gpu_path(plain, models.Backend("transformers", ""))
     assert plain.notes == [n for n in plain.notes if not n.startswith("use_vllm")]

@@ -102,7 +102,7 @@ def test_logs_without_reward_are_ignored_and_bad_options_refused():
     assert monitor.logged == 0 and monitor.events == []
     with pytest.raises(UserError, match="on_alarm"):
         HealthMonitor(on_alarm="panic")
-    with pytest.raises(UserError, match="known kinds"):
+    with pytest.raises(UserError, match="'low_reward_std'"):  # the message lists the alarm kinds
         HealthMonitor(stop_on=["nan"])
 
 
@@ -142,3 +142,11 @@ def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir
     assert (monitor.format_reward, monitor.correctness_reward) == ("answer_tags", "sum_correct")
     assert monitor.reward_max == prep.rewards.max_total == 3.0
     assert (monitor.window, monitor.max_kl, monitor.trend_window, monitor.on_alarm) == (3, 0.2, 20, "stop")
+
+
+def test_every_alarm_kind_has_a_remedy():
+    import typing
+
+    from grpo_fast.config import AlarmKind
+
+    assert set(typing.get_args(AlarmKind)) == set(REMEDIES)

@@ -108,7 +108,7 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
     tests/test_contracts.py); the kit must hand the adapter to fast_generate as a LoRARequest."""
     from vllm import LLM
 
-    from grpo_fast import infer, models
+    from grpo_fast import gpu, infer
     from grpo_fast.rundir import Run
 
     built = {}
@@ -119,9 +119,9 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
                             gpu_memory_utilization):
             from transformers import AutoTokenizer
 
-            models.vllm_cpu_environment()
+            gpu.vllm_cpu_environment()
             llm = LLM(model=model_name, enable_lora=True, max_lora_rank=max_lora_rank, max_model_len=max_seq_length,
-                      **models.VLLM_CPU_ENGINE_KWARGS)
+                      **gpu.VLLM_CPU_ENGINE_KWARGS)
             model = types.SimpleNamespace(vllm_engine=llm, fast_generate=llm.generate)  # as Unsloth sets it
             built["fast_inference"] = fast_inference
             return model, AutoTokenizer.from_pretrained(model_name)
