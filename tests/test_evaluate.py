@@ -78,7 +78,7 @@ def test_evaluate_metrics_on_the_tiny_model(tiny):
     right = evaluate(model, tok, rows, _rewards(True), k=2, n=3, max_new_tokens=4, seed=0)
     assert right["accuracy"] == 1.0 and right["score"] == 1.0 and right["pass@1"] == 1.0 and right["pass@2"] == 1.0
     assert right["format"] == 0.5 and right["n"] == 3 and 0 < right["mean_length"] <= 4
-    assert len(right["examples"]) == 3 and right["examples"][0]["prompt"].startswith("What is")
+    assert len(right["examples"]) == 4 and right["examples"][0]["prompt"].startswith("What is")
     wrong = evaluate(model, tok, rows, _rewards(False), k=2, max_new_tokens=4, seed=0)
     assert wrong["accuracy"] == 0.0 and wrong["pass@2"] == 0.0
     assert wrong["mean_length"] == right["mean_length"]  # same seed, same greedy completions
