@@ -167,13 +167,13 @@ def test_setsid_double_fork_survivor_is_killed() -> None:
 
 
 def test_killing_the_parent_is_harmless() -> None:
-    zygote = sb.default_sandbox()._ensure().pid
+    zygote = sb.default_sandbox().pid
     for prog in ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef f(x): return x + 1",
                  "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\ndef f(x): return x + 1",
                  (f"import os, signal\ntry: os.kill({os.getpid()}, signal.SIGKILL)\nexcept OSError: pass\n"
                   "def f(x): return x + 1")):
         assert _score(prog) == 1.0  # nothing outside is reachable, so the honest score stands
-    assert sb.default_sandbox()._ensure().pid == zygote
+    assert sb.default_sandbox().pid == zygote
 
 
 def test_caller_stays_healthy_after_battery() -> None:

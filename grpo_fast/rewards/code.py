@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grpo_fast.rewards import sandbox as _sb
+from grpo_fast.rewards.sandbox import Sandbox, default_sandbox, make_job
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3", "py3"}
@@ -103,14 +103,17 @@ def _column(kw: dict[str, Any], names: Sequence[str], i: int) -> Any:
     return None
 
 
-def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
-                               workers: int | None = None) -> Callable[..., list[float | None]]:
-    """Build a TRL reward function; parameters live here so none can collide with a dataset column."""
-    box: list[_sb.Sandbox] = []
+def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, workers: int | None = None,
+                               packages: bool = True) -> Callable[..., list[float | None]]:
+    """Build a TRL reward function; parameters live here so none can collide with a dataset column.
 
-    def sandbox() -> _sb.Sandbox:
+    ``packages=False`` hides the environment's installed packages (numpy...) from the programs.
+    """
+    box: list[Sandbox] = []
+
+    def sandbox() -> Sandbox:
         if not box:
-            box.append(_sb.Sandbox(workers=workers) if workers else _sb.default_sandbox())
+            box.append(Sandbox(workers=workers) if workers else default_sandbox())
         return box[0]
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
@@ -124,20 +127,21 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
             test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
             if isinstance(tests, str):
                 tests = [tests]
+            expose = None
             if tests:
                 program, tests = code, [t for t in tests if isinstance(t, str)]
             elif isinstance(test, str) and test.strip() and isinstance(entry, str) and entry:
                 prompt = prompts[i] if prompts is not None and i < len(prompts) else _column(kw, ("prompt",), i)
                 program = _humaneval_program(raw, code, prompt, entry)
-                tests = [f"{test}\ncheck({entry})"]
+                tests, expose = [f"{test}\ncheck({entry})"], entry
             else:
                 continue  # no tests: None, so TRL ignores this reward for the row
             scores[i] = 0.0
             if program is None or not tests:
                 continue
             setup = _column(kw, ("test_setup_code",), i)
-            jobs.append((i, _sb._job(program, tests, setup if isinstance(setup, str) else "", timeout,
-                                     memory_mb)))
+            jobs.append((i, make_job(program, tests, setup if isinstance(setup, str) else "", timeout, memory_mb,
+                                     entry_point=expose, packages=packages)))
         if jobs:
             for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction

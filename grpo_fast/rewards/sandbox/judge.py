@@ -1,0 +1,157 @@
+"""The judge: runs the dataset's setup and tests in a trusted process and counts what passed.
+
+One judge per worker slot lives across jobs (a warm, unprivileged process with its own uid, not dumpable). Per job
+it receives the program, the setup and the tests, hands only the program and the setup to the candidate's process,
+and runs each test with the candidate's names resolved to proxies (``remote``). The verdict never exists anywhere
+the candidate can reach: not its memory, frames, garbage collector, exit code or output.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import types
+from typing import Any
+
+from .remote import Connection, truth
+from .wire import SETUP_MODULE, Deadline, Lost, Stream
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+JOBS_PER_JUDGE = 500  # a fresh judge now and then bounds whatever test code leaves behind
+
+
+class TestGlobals(dict):
+    """Test namespace: what the setup and the tests define, then the candidate's module.
+
+    A name that is a builtin stays the builtin (a candidate ``abs = lambda x: 0`` cannot bend a test), unless
+    the job exposes it (a HumanEval entry point may be named like one).
+    """
+
+    __slots__ = ("conn", "expose")
+
+    def __missing__(self, name: str) -> Any:
+        if name.startswith("__") or (name in _BUILTIN_NAMES and name not in self.expose):
+            raise KeyError(name)
+        found, value = self.conn.request("global", name)
+        if found is not True:
+            raise KeyError(name)
+        return value
+
+
+class _Asserts(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.generic_visit(node)
+        node.test = ast.Call(ast.Name("__sbx_truth", ast.Load()), [node.test], [])
+        return node
+
+
+def compile_test(src: str, i: int) -> types.CodeType:
+    tree = ast.fix_missing_locations(_Asserts().visit(ast.parse(src)))
+    return compile(tree, f"<test {i}>", "exec")
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:300]
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Deadline
+
+
+def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
+    """Load the program in the candidate's process, run every test here; the verdict as a JSON-able dict."""
+    tests = [t for t in job.get("tests") or [] if isinstance(t, str)]
+    n = len(tests)
+    out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
+    deadline = time.monotonic() + float(job["timeout"])
+    conn = Connection(sock, deadline)
+    signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
+    setup_mod = types.ModuleType(SETUP_MODULE)
+    sys.modules[SETUP_MODULE] = setup_mod
+    try:
+        setup = job.get("setup") or ""
+        try:
+            exec(compile(setup, "<setup>", "exec"), setup_mod.__dict__)  # noqa: S102 - the dataset's code
+            codes = [compile_test(t, i) for i, t in enumerate(tests)]
+        except (SyntaxError, ValueError) as err:
+            return {**out, "status": "error", "error": f"tests do not compile: {describe(err)}"}
+        except Exception as err:  # noqa: BLE001 - broken setup code: nothing can pass
+            return {**out, "status": "error", "error": f"setup failed: {describe(err)}"}
+        try:
+            conn.request("load", job["source"], setup)
+        except Deadline:
+            return {**out, "status": "timeout", "error": "timeout while loading the program"}
+        except Lost:
+            return {**out, "status": "lost", "error": "program ended while loading"}
+        except BaseException as err:  # noqa: BLE001 - the program raised (SystemExit included)
+            return {**out, "status": "error", "error": f"program raised {describe(err)}"}
+        tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
+        tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
+        tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__", "__sbx_truth": truth})
+        for i, code in enumerate(codes):
+            if conn.dead:
+                out["failures"][i] = f"not run: {conn.dead}"
+                continue
+            try:
+                exec(code, tns)  # noqa: S102 - the dataset's test
+                ok, why = True, ""
+            except Deadline:
+                conn.dead, ok, why = "timeout", False, "timeout"
+            except BaseException as err:  # noqa: BLE001 - any exception fails the test
+                ok, why = False, describe(err)
+            if conn.dead and ok:  # the candidate died or hung inside this test: never a pass
+                ok, why = False, conn.dead
+            out["passed"][i], out["failures"][i] = ok, why
+        if conn.dead:
+            out["status"] = "timeout" if conn.dead == "timeout" else "lost"
+        return out
+    except Deadline:
+        return {**out, "passed": [False] * n, "status": "timeout", "error": "timeout"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.modules.pop(SETUP_MODULE, None)
+
+
+def _recv_job(ctl: socket.socket) -> tuple[dict[str, Any], int] | None:
+    """One job: a 4-byte length sent together with the candidate channel's descriptor, then the JSON."""
+    msg, fds, _flags, _addr = socket.recv_fds(ctl, 4, 1)
+    if len(msg) < 4 or not fds:
+        return None
+    n = int.from_bytes(msg, "little")
+    data = bytearray()
+    while len(data) < n:
+        chunk = ctl.recv(min(1 << 20, n - len(data)))
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data), fds[0]
+
+
+def main(ctl_fd: int) -> None:
+    """Serve jobs from the zygote on ``ctl_fd`` until it closes or enough jobs have run (never returns)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    ctl = socket.socket(fileno=ctl_fd)
+    reply = Stream(ctl)
+    try:
+        for _ in range(JOBS_PER_JUDGE):
+            got = _recv_job(ctl)
+            if got is None:
+                break
+            job, fd = got
+            sock = socket.socket(fileno=fd)
+            try:
+                verdict = run_job(job, sock)
+            except BaseException as err:  # noqa: BLE001 - a judge fault is reported, never a crash mid-job
+                verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
+            finally:
+                sock.close()  # the candidate sees the end of the channel and exits
+            reply.send(json.dumps(verdict).encode())
+    finally:
+        os._exit(0)

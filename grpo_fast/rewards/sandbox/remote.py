@@ -1,0 +1,403 @@
+"""Judge side of the channel: proxies for the candidate's objects, and the rules for using them.
+
+The rule that keeps a lying object from passing: an operator between a proxy and a judge value (``==``, ``<``,
+``+``, ``in``...) is never sent to the candidate, so a rigged ``__eq__`` never sees the expected value.
+``proxy == plain`` is False, ordering and arithmetic raise TypeError, ``plain in proxy`` iterates the proxy and
+compares here. Between two proxies (two candidate objects, e.g. ``Point(1, 2) == Point(1, 2)``) the operator is
+the candidate's: the test itself trusts the candidate's class. Calls, attribute reads, ``len``, iteration,
+indexing and conversions (``str``, ``int``, ``bool``...) are forwarded: their inputs are the test's inputs.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import io
+import pickle
+import sys
+import types
+from typing import Any
+
+from . import wire
+from .channel import Channel
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
+
+_NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
+                        "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3"})
+_MUTABLE = (list, dict, set, bytearray, collections.deque)
+_CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
+                         collections.Counter, collections.defaultdict})
+
+
+class Remote:
+    """A candidate object; every use the rules above allow is a request to the candidate's process."""
+
+    __slots__ = ("_sbx_conn", "_sbx_hid", "_sbx_kind", "_sbx_buf", "__weakref__")
+
+    @classmethod
+    def make(cls, conn: Connection, hid: int, kind: str) -> Remote:
+        self = object.__new__(cls)
+        for name, value in (("_sbx_conn", conn), ("_sbx_hid", hid), ("_sbx_kind", kind)):
+            object.__setattr__(self, name, value)
+        return self
+
+    def _sbx(self, op: str, *args: Any) -> Any:
+        return self._sbx_conn.request(op, self, *args)
+
+    def __repr__(self) -> str:
+        return self._sbx("repr")
+
+    def __str__(self) -> str:
+        return self._sbx("str")
+
+    def __format__(self, spec: str) -> str:
+        return self._sbx("format", spec)
+
+    def __getattr__(self, name: str) -> Any:
+        return self._sbx("getattr", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sbx("setattr", name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._sbx("delattr", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sbx_conn.call(self, args, kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._sbx("getitem", key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._sbx("setitem", key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._sbx("delitem", key)
+
+    def __len__(self) -> int:
+        return self._sbx("len")
+
+    def __bool__(self) -> bool:
+        return self._sbx("bool")
+
+    def __hash__(self) -> int:
+        return self._sbx("hash")
+
+    def __iter__(self) -> Any:
+        it = self._sbx("iter")
+        return Batched(it) if type(it) is Remote else iter(it)
+
+    def __next__(self) -> Any:
+        items, done, exc = self._sbx_conn.next_items(self, 1)
+        if items:
+            return items[0]
+        if exc is not None:
+            raise exc
+        raise StopIteration
+
+    def __reversed__(self) -> Any:
+        return self._sbx("unary", "reversed")
+
+    def __contains__(self, item: Any) -> bool:
+        if type(item) is Remote:
+            return self._sbx("contains", item)
+        return any(x is item or x == item for x in self)
+
+    def __enter__(self) -> Any:
+        return self._sbx("method", "__enter__", (), {})
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self._sbx("method", "__exit__", exc_info, {})
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return type(obj) is Remote and self._sbx_conn.request("isinstance", obj, self)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return type(cls) is Remote and self._sbx_conn.request("issubclass", cls, self)
+
+    def __copy__(self) -> Any:
+        return self._sbx("copy")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self._sbx("deepcopy")
+
+    def __dir__(self) -> list[str]:
+        return self._sbx("dir")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"a candidate object ({self._sbx_kind}) cannot be pickled by the judge")
+
+
+def _binary(name: str, reflected: bool) -> Any:
+    def op(self: Remote, other: Any) -> Any:
+        if type(other) is not Remote:
+            return NotImplemented  # never hand a judge value to a candidate operator
+        a, b = (other, self) if reflected else (self, other)
+        return self._sbx_conn.request("binop", name, a, b)
+    return op
+
+
+def _compare(name: str) -> Any:
+    def op(self: Remote, other: Any) -> Any:
+        if type(other) is not Remote:
+            return NotImplemented
+        return self._sbx_conn.request("cmp", name, self, other)
+    return op
+
+
+def _unary(name: str) -> Any:
+    def op(self: Remote, *extra: Any) -> Any:
+        return self._sbx_conn.request("unary", name, self, *extra)
+    return op
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift", "and",
+              "or", "xor", "divmod"):
+    _op = _name + "_" if _name in ("and", "or") else _name
+    setattr(Remote, f"__{_name}__", _binary(_op, False))
+    setattr(Remote, f"__r{_name}__", _binary(_op, True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _compare(_name))
+for _name in ("neg", "pos", "abs", "invert", "int", "float", "complex", "index", "round", "trunc", "floor", "ceil"):
+    setattr(Remote, f"__{_name}__", _unary(_name))
+
+
+class Batched:
+    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request)."""
+
+    def __init__(self, it: Remote) -> None:
+        self.it, self.buf, self.n, self.done, self.exc = it, collections.deque(), 1, False, None
+
+    def __iter__(self) -> Batched:
+        return self
+
+    def __next__(self) -> Any:
+        if not self.buf and not self.done and self.exc is None:
+            items, self.done, self.exc = self.it._sbx_conn.next_items(self.it, self.n)
+            self.buf.extend(items)
+            self.n = min(self.n * 2, 64)
+        if self.buf:
+            return self.buf.popleft()
+        if self.exc is not None:
+            exc, self.exc = self.exc, None
+            self.done = True
+            raise exc
+        raise StopIteration
+
+
+def truth(value: Any) -> Any:
+    """``assert x`` counts a candidate object as false: only a value that crossed as data can be asserted."""
+    return False if type(value) is Remote else value
+
+
+def _mutables(root: Any, depth: int = 4) -> list[Any]:
+    """Mutable containers among call arguments (a few levels deep), in a fixed order, each once."""
+    out: list[Any] = []
+    seen: set[int] = set()
+
+    def walk(x: Any, d: int) -> None:
+        if isinstance(x, _MUTABLE):
+            if id(x) in seen:
+                return
+            seen.add(id(x))
+            out.append(x)
+        if d <= 0:
+            return
+        if type(x) in (list, tuple, collections.deque):
+            if _CONTAINERS.intersection(map(type, x)):
+                for y in x:
+                    walk(y, d - 1)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y, d - 1)
+
+    walk(root, depth)
+    return out
+
+
+def _sync(mine: Any, new: Any, mapping: dict[int, Any]) -> None:
+    """Make the judge's container hold what the candidate's copy holds after the call."""
+    same = mapping.get
+    if isinstance(mine, bytearray) and isinstance(new, (bytes, bytearray)):
+        mine[:] = new
+    elif isinstance(mine, list) and isinstance(new, list):
+        mine[:] = [same(id(x), x) for x in new]
+    elif isinstance(mine, dict) and isinstance(new, dict):
+        mine.clear()
+        mine.update({k: same(id(v), v) for k, v in new.items()})
+    elif isinstance(mine, set) and isinstance(new, (set, frozenset)):
+        mine.clear()
+        mine.update(new)
+    elif isinstance(mine, collections.deque) and isinstance(new, (collections.deque, list)):
+        mine.clear()
+        mine.extend(same(id(x), x) for x in new)
+
+
+class Connection:
+    """The judge's end of one job: requests, proxies, exception classes, and objects lent to the candidate."""
+
+    def __init__(self, sock: Any, deadline: float) -> None:
+        self.proxies: dict[int, Remote] = {}
+        self.exc_classes: dict[int, type] = {}
+        self.exc_hids: dict[int, int] = {}
+        self.local: list[Any] = []
+        self.local_ids: dict[int, int] = {}
+        self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
+        self.markers = {"ref": self.proxy, "jref": self.local.__getitem__, "plain": wire.plain,
+                        "named": wire.named, "view": wire.view, "error": wire.error, "exc_class": self.exc_class,
+                        "stdref": self.stdref}
+        stream = Stream(sock, max_frame=16 << 20)
+        stream.deadline = deadline
+        self.channel = Channel(stream, self.dumps, self.loads, self.serve)
+
+    # -- requests
+    def request(self, op: str, *args: Any) -> Any:
+        if self.dead:
+            raise Lost(self.dead)
+        try:
+            return self.channel.request(op, *args)
+        except Lost as err:
+            self.dead = self.dead or f"candidate process lost ({err})"
+            raise
+        except Deadline:
+            self.dead = "timeout"
+            raise
+
+    def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
+        muts = _mutables((args, kwargs))
+        reply = self.request("call", fn, args, kwargs, muts)
+        if type(reply) is not tuple or len(reply) != 2:
+            raise TypeError("malformed call reply")
+        result, new = reply
+        if type(new) is list and len(new) == len(muts):
+            mapping = {id(n): m for m, n in zip(muts, new)}
+            for m, n in zip(muts, new):
+                _sync(m, n, mapping)
+            result = mapping.get(id(result), result)
+        return result
+
+    def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]:
+        reply = self.request("next", it, n)
+        if type(reply) is not tuple or len(reply) != 3 or type(reply[0]) is not list or type(reply[1]) is not bool:
+            raise TypeError("malformed iterator reply")
+        exc = reply[2] if isinstance(reply[2], BaseException) else None
+        return reply[0], reply[1], exc
+
+    # -- decoding
+    def loads(self, data: bytes) -> Any:
+        return wire.loads_restricted(data, self.markers)
+
+    def proxy(self, hid: int, kind: str) -> Remote:
+        p = self.proxies.get(hid)
+        if p is None:
+            p = self.proxies[hid] = Remote.make(self, int(hid), str(kind)[:100])
+        return p
+
+    def exc_class(self, hid: int, module: str, qualname: str, bases: tuple) -> type:
+        cls = self.exc_classes.get(hid)
+        if cls is None:
+            real = resolve(str(module), str(qualname)) if module != SOLUTION_MODULE else None
+            if isinstance(real, type) and issubclass(real, BaseException):
+                cls = real
+            else:
+                name = str(qualname).rsplit(".", 1)[-1][:100] or "CandidateError"
+                ok = tuple(b for b in bases if isinstance(b, type) and issubclass(b, BaseException)) or (Exception,)
+                try:
+                    cls = type(name, ok, {"__module__": SOLUTION_MODULE})
+                except TypeError:  # incompatible bases: keep the name and the first base's meaning
+                    cls = type(name, ok[:1], {"__module__": SOLUTION_MODULE})
+            self.exc_classes[hid] = cls
+            self.exc_hids[id(cls)] = hid
+        return cls
+
+    def stdref(self, module: str, qualname: str, hid: int, kind: str) -> Any:
+        """Modules by name (the judge's own copy) and the setup's objects; anything else stays a proxy."""
+        if module == SETUP_MODULE or not qualname:
+            obj = resolve(str(module), str(qualname))
+            if obj is not None:
+                return obj
+        return self.proxy(hid, kind)
+
+    # -- encoding
+    def dumps(self, obj: Any) -> bytes:
+        buf = io.BytesIO()
+        JudgePickler(buf, self).dump(obj)
+        return buf.getvalue()
+
+    def lend(self, obj: Any) -> int:
+        jid = self.local_ids.get(id(obj))
+        if jid is None:
+            jid = self.local_ids[id(obj)] = len(self.local)
+            self.local.append(obj)
+        return jid
+
+    # -- callbacks: the candidate using what the test lent it
+    def serve(self, op: str, args: tuple) -> Any:
+        target = args[0] if args else None
+        if self.local_ids.get(id(target)) is None or not _CALLBACKS.get(op):
+            raise PermissionError(f"the candidate may not {op} this judge object")
+        if op in ("getattr", "setattr") and (type(args[1]) is not str or args[1].startswith("_")):
+            raise PermissionError("private attributes of judge objects are not reachable")
+        return _CALLBACKS[op](*args)
+
+
+_CALLBACKS: dict[str, Any] = {
+    "call": lambda f, a, k: f(*a, **k), "getattr": getattr, "setattr": setattr, "iter": iter, "next": next,
+    "len": len, "getitem": lambda o, k: o[k], "setitem": lambda o, k, v: o.__setitem__(k, v),
+    "contains": lambda o, x: x in o, "bool": bool, "repr": repr, "str": str, "hash": hash,
+    "cmp": lambda o, name, x: getattr(o, f"__{name}__")(x),
+}
+
+
+def resolve(module: str, qualname: str) -> Any:
+    """The judge's own module (imported if it is an ordinary stdlib module) or setup object, else None."""
+    if not module or module == SOLUTION_MODULE or module == "__main__":
+        return None
+    if module not in sys.modules:
+        top = module.split(".")[0]
+        if top not in sys.stdlib_module_names or top in _NO_IMPORT:
+            return None
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - an unimportable name is simply not resolved
+            return None
+    return wire.lookup(module, qualname) if qualname else sys.modules.get(module)
+
+
+class JudgePickler(pickle.Pickler):
+    """Call arguments: data by value; candidate objects by handle; judge objects that are not data are lent."""
+
+    def __init__(self, file: Any, conn: Connection) -> None:
+        super().__init__(file, protocol=5)
+        self.conn = conn
+
+    def reducer_override(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is Remote:
+            return wire.ref, (obj._sbx_hid, "")
+        if isinstance(obj, type):
+            hid = self.conn.exc_hids.get(id(obj))
+            if hid is not None:
+                return wire.ref, (hid, "")
+        if wire.is_value_class(t) or (t.__module__.startswith("numpy") and _numpy_data(obj)):
+            return NotImplemented
+        if isinstance(obj, BaseException):
+            return wire.jerror, (t.__name__, obj.args if type(obj.args) is tuple else ())
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            mod = getattr(obj, "__module__", None)
+            if mod not in (None, "__main__") and wire.lookup(mod, getattr(obj, "__qualname__", "")) is obj:
+                return NotImplemented  # the candidate side has (or can import) the same object
+        elif t is not types.ModuleType:
+            kind = wire.view_kind(obj)
+            if kind is not None:
+                return wire.view, (kind, list(obj))
+            if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
+                return wire.named, (t.__name__, tuple(map(str, t._fields)), tuple.__getitem__(obj, slice(None)))
+            if wire.builtin_base(t) is not None:
+                return wire.plain, (wire.base_value(obj),)
+        return wire.jref, (self.conn.lend(obj),)
+
+
+def _numpy_data(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, (np.ndarray, np.generic, np.dtype))
