@@ -100,6 +100,8 @@ class Sandbox:
         if hello is None:
             raise RuntimeError("sandbox zygote failed to start")
         self._level = hello["level"]
+        for warning in hello.get("warnings") or ():
+            log.warning("code sandbox: %s", warning)
         if self._level != STRONGEST:
             log.warning("code sandbox running at reduced isolation %r: %s", self._level, LEVELS[self._level])
         return self._proc

@@ -20,7 +20,7 @@ LEVELS = {
 }
 STRONGEST = "namespaces+uid-drop"
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x20000000, 0x40000000
-_MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV = 0x4000, 0x40000, 0x2, 0x4
+_MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV, _MS_BIND = 0x4000, 0x40000, 0x2, 0x4, 0x1000
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 
 NPROC = 16  # processes + threads of one program (a pool of 4 workers with their helper threads fits)
@@ -52,6 +52,43 @@ def enter_private_fs() -> None:
             mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
         except OSError:
             pass
+
+
+def _blocked_ancestor(path: str) -> str | None:
+    """Highest directory on ``path`` (itself included) that users other than its owner cannot enter."""
+    cur = "/"
+    for part in [p for p in path.split("/") if p]:
+        cur = os.path.join(cur, part)
+        if not os.stat(cur).st_mode & 0o001:
+            return cur
+    return None
+
+
+def expose_interpreter(paths: list[str]) -> list[str]:
+    """Make ``paths`` (the interpreter's prefix, site-packages...) readable by unprivileged uids, at the same paths.
+
+    A directory others cannot enter (e.g. ``/root`` holding a pyenv install) is covered, in a new private mount
+    namespace of this process, by an empty tmpfs, and the needed directories below it are bound back. Everything
+    else under it is hidden. Returns the covered directories; raises OSError where mounting is refused.
+    """
+    wanted = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    blocked: dict[str, list[str]] = {}
+    for p in wanted:
+        top = _blocked_ancestor(p)
+        if top is not None and not any(p.startswith(d + "/") for d in blocked.get(top, [])):
+            blocked.setdefault(top, []).append(p)
+    if not blocked:
+        return []
+    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    for top, dirs in blocked.items():
+        fds = [os.open(d, os.O_PATH | os.O_DIRECTORY) for d in dirs]  # still reachable once ``top`` is covered
+        mount("tmpfs", top, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+        for d, fd in zip(dirs, fds):
+            os.makedirs(d, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", d, None, _MS_BIND | _MS_REC, None)
+            os.close(fd)
+    return list(blocked)
 
 
 def set_pdeathsig() -> None:

@@ -114,8 +114,8 @@ def _error(r: Runner, o: BaseException) -> Any:
 
 def _named_or_handle(r: Runner, o: Any) -> Any:
     """Modules cross by name (the judge uses its own copy); so do the setup's functions. The rest by handle."""
-    if o in _MARKERS:
-        return NotImplemented  # the function of a (marker, args) pair: pickled by name
+    if o in _MARKERS or wire.crosses_by_name(o):
+        return NotImplemented  # the function of a (marker, args) pair or of a value's reduction: by name
     if isinstance(o, types.ModuleType):
         return wire.stdref, (str(o.__name__), "", r.export(o), "module")
     qual = getattr(o, "__qualname__", None)
@@ -126,6 +126,8 @@ def _named_or_handle(r: Runner, o: Any) -> Any:
 
 
 def _class(r: Runner, cls: type) -> Any:
+    if wire.crosses_by_name(cls):
+        return NotImplemented
     name, mod = cls.__qualname__, cls.__module__
     if mod == "builtins" and wire.lookup("builtins", name) is cls and (
             wire.is_value_class(cls) or issubclass(cls, BaseException)):
@@ -155,6 +157,8 @@ def _choose(t: type) -> Any:
     if t is Judged:
         return lambda r, o: (wire.jref, (object.__getattribute__(o, "_sbx_jid"),))
     if wire.is_value_class(t):
+        if t.__module__ == "zoneinfo":  # its own reduction goes through getattr, which may not cross
+            return lambda r, o: (t, (o.key,)) if isinstance(o.key, str) else _handle(r, o)
         return _default
     np = sys.modules.get("numpy")
     if np is not None and t.__module__.startswith("numpy"):

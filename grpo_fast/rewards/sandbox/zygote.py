@@ -284,6 +284,14 @@ def main(argv: list[str]) -> None:
     requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
+    warnings = []
+    if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            isolation.expose_interpreter([sys.base_prefix, sys.prefix, *site_dirs, here])
+        except OSError as err:
+            warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
+                            "only preloaded modules will import")
     for name in PRELOAD:
         try:
             __import__(name)
@@ -292,5 +300,5 @@ def main(argv: list[str]) -> None:
     from . import remote, runner  # noqa: F401 - loaded once here, not in every process
 
     zygote = Zygote(level, workers, site_dirs)
-    _send(1, {"level": level})
+    _send(1, {"level": level, "warnings": warnings})
     zygote.serve()
