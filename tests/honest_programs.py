@@ -1286,6 +1286,101 @@ MBPP: dict[str, tuple] = {
             'assert rank([10, 20, 30], 25) == 2',
         ],
     ),
+    # ---------------------------------------------------------------- more ways tests use objects
+    "callbacks_from_threads": (
+        S("""
+        from concurrent.futures import ThreadPoolExecutor
+        def pmap(fn, xs):
+            with ThreadPoolExecutor(4) as ex:
+                return list(ex.map(fn, xs))
+        """),
+        ["assert pmap(lambda x: x * 3, range(20)) == [x * 3 for x in range(20)]"],
+    ),
+    "exception_attributes": (
+        S("""
+        class HttpError(Exception):
+            def __init__(self, code):
+                super().__init__(f'http {code}')
+                self.code = code
+        def get(code):
+            raise HttpError(code)
+        """),
+        [
+            S("""
+            try:
+                get(404)
+            except HttpError as e:
+                assert e.code == 404 and str(e) == 'http 404'
+            """),
+        ],
+    ),
+    "test_defined_objects_as_input": (
+        S("""
+        def area_sum(shapes):
+            return sum(s.area() for s in shapes)
+        def read(cfg):
+            return cfg.x * 2
+        """),
+        [
+            S("""
+            class Sq:
+                def __init__(self, a):
+                    self.a = a
+                def area(self):
+                    return self.a * self.a
+            assert area_sum([Sq(2), Sq(3)]) == 13
+            """),
+            S("""
+            class Cfg:
+                pass
+            c = Cfg()
+            c.x = 21
+            assert read(c) == 42
+            """),
+        ],
+    ),
+    "generator_send": (
+        S("""
+        def running_total():
+            total = 0
+            while True:
+                x = yield total
+                total += x
+        """),
+        ["g = running_total()\nnext(g)\nassert g.send(5) == 5\nassert g.send(2) == 7"],
+    ),
+    "sets_of_objects": (
+        S("""
+        from dataclasses import dataclass
+        @dataclass(frozen=True)
+        class P:
+            x: int
+            y: int
+        def points():
+            return {P(1, 2), P(3, 4)}
+        def index():
+            return {P(1, 2): 'a'}
+        """),
+        ["assert len(points()) == 2 and P(1, 2) in points()", "assert index()[P(1, 2)] == 'a'"],
+    ),
+    "format_and_kwargs": (
+        S("""
+        class Money:
+            def __init__(self, v):
+                self.v = v
+            def __format__(self, spec):
+                return f'${self.v:{spec}}'
+        def greet(name, *, greeting='hi', punct='!'):
+            return f'{greeting} {name}{punct}'
+        def total(*xs, **kw):
+            return sum(xs) + sum(kw.values())
+        """),
+        [
+            "assert f'{Money(3.5):.2f}' == '$3.50'",
+            "assert greet('bo', greeting='yo') == 'yo bo!'",
+            "args = [1, 2]\nassert total(*args, a=3) == 6",
+        ],
+    ),
 }
 
 HUMANEVAL: dict[str, tuple[str, str, str, str]] = {

@@ -88,8 +88,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             conn.request("load", job["source"], setup)
         except Deadline:
             return {**out, "status": "timeout", "error": "timeout while loading the program"}
-        except Lost:
-            return {**out, "status": "lost", "error": "program ended while loading"}
+        except Lost as err:
+            return {**out, "status": "lost", "error": f"lost the program while loading: {err}"}
         except BaseException as err:  # noqa: BLE001 - the program raised (SystemExit included)
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import importlib
 import io
+import operator
 import pickle
 import sys
 import types
@@ -23,7 +24,7 @@ from .channel import Channel
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
-                        "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3"})
+                        "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3", "test", "__main__"})
 _MUTABLE = (list, dict, set, bytearray, collections.deque)
 _CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
                          collections.Counter, collections.defaultdict})
@@ -243,6 +244,7 @@ class Connection:
         self.local: list[Any] = []
         self.local_ids: dict[int, int] = {}
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
+        self.decoding = 0  # a crafted pickle must not make the decoder call a proxy or read its attributes
         self.markers = {"ref": self.proxy, "jref": self.local.__getitem__, "plain": wire.plain,
                         "named": wire.named, "view": wire.view, "error": wire.error, "exc_class": self.exc_class,
                         "stdref": self.stdref}
@@ -254,6 +256,8 @@ class Connection:
     def request(self, op: str, *args: Any) -> Any:
         if self.dead:
             raise Lost(self.dead)
+        if self.decoding and op not in ("hash", "cmp"):  # building a set or dict of candidate objects is fine
+            raise pickle.UnpicklingError("candidate objects cannot be used while decoding")
         try:
             return self.channel.request(op, *args)
         except Lost as err:
@@ -285,7 +289,11 @@ class Connection:
 
     # -- decoding
     def loads(self, data: bytes) -> Any:
-        return wire.loads_restricted(data, self.markers)
+        self.decoding += 1
+        try:
+            return wire.loads_restricted(data, self.markers)
+        finally:
+            self.decoding -= 1
 
     def proxy(self, hid: int, kind: str) -> Remote:
         p = self.proxies.get(hid)
@@ -333,29 +341,46 @@ class Connection:
 
     # -- callbacks: the candidate using what the test lent it
     def serve(self, op: str, args: tuple) -> Any:
+        """A request about a judge object. Only what the test lent, only what its kind allows: a function may be
+        called, an iterator iterated; attributes only of instances of the test's or setup's own classes, and
+        never private ones (no route to frames, code objects or the test's namespace)."""
         target = args[0] if args else None
-        if self.local_ids.get(id(target)) is None or not _CALLBACKS.get(op):
+        fn = _CALLBACKS.get(op)
+        if fn is None or self.local_ids.get(id(target)) is None or not _allowed(target, op, args):
             raise PermissionError(f"the candidate may not {op} this judge object")
-        if op in ("getattr", "setattr") and (type(args[1]) is not str or args[1].startswith("_")):
-            raise PermissionError("private attributes of judge objects are not reachable")
-        return _CALLBACKS[op](*args)
+        return fn(*args)
 
 
+_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+            "ge": operator.ge}
 _CALLBACKS: dict[str, Any] = {
     "call": lambda f, a, k: f(*a, **k), "getattr": getattr, "setattr": setattr, "iter": iter, "next": next,
-    "len": len, "getitem": lambda o, k: o[k], "setitem": lambda o, k, v: o.__setitem__(k, v),
-    "contains": lambda o, x: x in o, "bool": bool, "repr": repr, "str": str, "hash": hash,
-    "cmp": lambda o, name, x: getattr(o, f"__{name}__")(x),
+    "len": len, "getitem": operator.getitem, "setitem": operator.setitem, "contains": lambda o, x: x in o,
+    "bool": bool, "repr": repr, "str": str, "hash": hash, "cmp": lambda o, name, x: _COMPARE[name](o, x),
 }
 
 
+def _allowed(target: Any, op: str, args: tuple) -> bool:
+    if op in ("repr", "str", "hash", "bool"):
+        return True
+    if op == "call":
+        return callable(target) and type(args[1]) is tuple and type(args[2]) is dict
+    if op in ("iter", "next"):
+        return True
+    if type(target).__module__ not in ("__main__", SETUP_MODULE):  # the test's own classes only
+        return False
+    if op in ("getattr", "setattr"):
+        return type(args[1]) is str and not args[1].startswith("_")
+    return op != "cmp" or args[1] in _COMPARE
+
+
 def resolve(module: str, qualname: str) -> Any:
-    """The judge's own module (imported if it is an ordinary stdlib module) or setup object, else None."""
+    """The judge's own module or setup object, else None. Only already-loaded modules and top-level stdlib
+    modules (a short list of ones with side effects excepted) are imported for it."""
     if not module or module == SOLUTION_MODULE or module == "__main__":
         return None
     if module not in sys.modules:
-        top = module.split(".")[0]
-        if top not in sys.stdlib_module_names or top in _NO_IMPORT:
+        if "." in module or module not in sys.stdlib_module_names or module in _NO_IMPORT:
             return None
         try:
             importlib.import_module(module)
