@@ -155,3 +155,30 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
 
 
 code_execution_reward = make_code_execution_reward()
+
+PROBES: dict[str, tuple[str, list[str]]] = {  # honest programs a sandbox that takes Python away would fail
+    "class_used_by_tests": ("from typing import List\n\nclass Solution:\n"
+                            "    def two_sum(self, nums: List[int], target: int) -> List[int]:\n"
+                            "        seen = {}\n        for i, x in enumerate(nums):\n"
+                            "            if target - x in seen:\n                return [seen[target - x], i]\n"
+                            "            seen[x] = i\n        return []\n",
+                            ["assert Solution().two_sum([2, 7, 11], 9) == [0, 1]"]),
+    "stdlib_imports": ("import csv, io, pathlib, unicodedata\n\ndef first_cell(text):\n"
+                       "    return next(csv.reader(io.StringIO(text)))[0]\n",
+                       ["assert first_cell('a,b\\n') == 'a'"]),
+    "thread_pool": ("from concurrent.futures import ThreadPoolExecutor\n\ndef squares(xs):\n"
+                    "    with ThreadPoolExecutor() as ex:\n        return list(ex.map(lambda x: x * x, xs))\n",
+                    ["assert squares([1, 2, 3]) == [1, 4, 9]"]),
+    "main_guard": ("def add(a, b):\n    return a + b\n\nif __name__ == '__main__':\n"
+                   "    print(add(*map(int, input().split())))\n",
+                   ["assert add(2, 3) == 5"]),
+}
+
+
+def honest_probe(reward: Callable[..., list[float | None]] | None = None) -> list[str]:
+    """Names of the ``PROBES`` (correct programs using a class, stdlib imports, threads, a ``__main__`` guard)
+    that do not earn the full reward; empty when all do. Meant for a pre-training self-check."""
+    fn = reward or code_execution_reward
+    names = list(PROBES)
+    scores = fn(None, [f"```python\n{PROBES[n][0]}```" for n in names], tests=[PROBES[n][1] for n in names])
+    return [n for n, score in zip(names, scores) if score != 1.0]
