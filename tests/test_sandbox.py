@@ -176,6 +176,42 @@ def test_killing_the_parent_is_harmless() -> None:
     assert sb.default_sandbox().pid == zygote
 
 
+def _judge_pids() -> list[int]:
+    """Judges run as uids just below the programs' range (0x20000000 + ...)."""
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        if 0x20000000 <= uid < 0x40000000:
+            found.append(int(p))
+    return found
+
+
+def test_dead_judges_are_replaced() -> None:
+    if sb.isolation_level() == "rlimits-only":
+        pytest.skip("judges run as your uid at this level")
+    assert _score("def f(x): return x + 1") == 1.0
+    pids = _judge_pids()
+    assert pids
+    for pid in pids:
+        os.kill(pid, 9)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):  # killed, not yet noticed
+        time.sleep(0.01)
+    assert _score("def f(x): return x + 1") == 1.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line for line in f)
+    except OSError:
+        return False
+
+
 def test_caller_stays_healthy_after_battery() -> None:
     assert _score("def f(x): return x + 1") == 1.0
     assert _sandbox_pids() == []

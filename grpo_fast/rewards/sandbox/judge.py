@@ -140,7 +140,7 @@ def main(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     reply = Stream(ctl)
     try:
-        for _ in range(JOBS_PER_JUDGE):
+        for served in range(1, JOBS_PER_JUDGE + 1):
             got = _recv_job(ctl)
             if got is None:
                 break
@@ -152,6 +152,7 @@ def main(ctl_fd: int) -> None:
                 verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
             finally:
                 sock.close()  # the candidate sees the end of the channel and exits
+            verdict["retire"] = served == JOBS_PER_JUDGE  # the zygote starts a fresh judge for the next job
             reply.send(json.dumps(verdict).encode())
     finally:
         os._exit(0)

@@ -141,13 +141,16 @@ class Zygote:
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
         payload = json.dumps({k: spec.get(k) for k in ("source", "setup", "tests", "timeout", "expose")}).encode()
-        try:
-            j = self._judge(slot)
-            socket.send_fds(j.sock, [len(payload).to_bytes(4, "little")], [ours.fileno()])
-            j.sock.sendall(payload)
-        except OSError:
-            self._drop_judge(slot)
-            job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
+        for attempt in (1, 2):  # a judge that died since its last job is replaced once
+            try:
+                j = self._judge(slot)
+                socket.send_fds(j.sock, [len(payload).to_bytes(4, "little")], [ours.fileno()])
+                j.sock.sendall(payload)
+                break
+            except OSError:
+                self._drop_judge(slot)
+                if attempt == 2:
+                    job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
         desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
@@ -176,6 +179,8 @@ class Zygote:
             if not frames:
                 return
             job.verdict = json.loads(frames[-1])
+            if job.verdict.get("retire"):
+                self._drop_judge(slot)
         self._stop(job)
 
     def _on_output(self, job: _Job, fd: int) -> None:
