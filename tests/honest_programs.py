@@ -1381,6 +1381,25 @@ MBPP: dict[str, tuple] = {
             "args = [1, 2]\nassert total(*args, a=3) == 6",
         ],
     ),
+    "builtin_subclass_with_methods": (
+        S("""
+        from enum import IntEnum
+        class Stack(list):
+            def push(self, x):
+                self.append(x)
+            def peek(self):
+                return self[-1]
+        class Level(IntEnum):
+            LOW = 1
+            HIGH = 2
+        def top():
+            return Level.HIGH
+        """),
+        [
+            "s = Stack()\ns.push(1)\ns.push(2)\nassert s.peek() == 2 and s == [1, 2] and isinstance(s, list)",
+            "assert top() == 2 and top() + 1 == 3 and top().name == 'HIGH' and sorted([top(), Level.LOW]) == [1, 2]",
+        ],
+    ),
 }
 
 HUMANEVAL: dict[str, tuple[str, str, str, str]] = {

@@ -4,8 +4,8 @@ Layers (details in docs/sandbox.md):
 
 * ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
 * ``runner`` -- the program's process: runs it as module ``solution`` and answers requests about its objects.
-* ``wire``, ``channel``, ``remote`` -- the verdict channel: frames, restricted value codecs, nested requests,
-  and the proxies the tests see instead of the candidate's objects.
+* ``wire``, ``channel``, ``connection``, ``proxy`` -- the verdict channel: frames, restricted value codecs,
+  nested requests, and the proxies the tests see instead of the candidate's objects.
 * ``judge`` -- a separate, trusted process that runs the tests and counts passes.
 * ``forker``, ``zygote`` -- the warm pool: one fork per program, long-lived judges.
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.

@@ -2,7 +2,7 @@
 
 One judge per worker slot lives across jobs (a warm, unprivileged process with its own uid, not dumpable). Per job
 it receives the program, the setup and the tests, hands only the program and the setup to the candidate's process,
-and runs each test with the candidate's names resolved to proxies (``remote``). The verdict never exists anywhere
+and runs each test with the candidate's names resolved to proxies (``proxy``). The verdict never exists anywhere
 the candidate can reach: not its memory, frames, garbage collector, exit code or output.
 """
 
@@ -19,7 +19,8 @@ import time
 import types
 from typing import Any
 
-from .remote import Connection, truth
+from .connection import Connection
+from .proxy import truth
 from .wire import SETUP_MODULE, Deadline, Lost, Stream
 
 _BUILTIN_NAMES = frozenset(dir(builtins))

@@ -177,8 +177,9 @@ def _choose(t: type) -> Any:
         return lambda r, o: (wire.view, (kind(o), list(o)))
     if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
         return lambda r, o: (wire.named, (t.__name__, tuple(map(str, t._fields)), tuple.__getitem__(o, slice(None))))
-    if wire.builtin_base(t) is not None:
-        return lambda r, o: (wire.plain, (wire.base_value(o),))
+    base = wire.builtin_base(t)
+    if base is not None:  # keeps its methods; the judge compares it as its data (op_value)
+        return lambda r, o: (wire.ref, (r.export(o), t.__qualname__, base.__name__))
     return _handle
 
 
@@ -234,7 +235,7 @@ class Runner:
         self.ids: dict[int, int] = {}
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
-        self.markers = {"ref": lambda hid, kind: self.objs[hid], "jref": self._judged, "plain": wire.plain,
+        self.markers = {"ref": lambda hid, kind, base="": self.objs[hid], "jref": self._judged, "plain": wire.plain,
                         "named": wire.named, "view": wire.view, "jerror": wire.jerror}
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch)
 
@@ -312,6 +313,9 @@ class Runner:
 
     def op_delitem(self, obj: Any, key: Any) -> None:
         del obj[key]
+
+    def op_value(self, obj: Any) -> Any:
+        return wire.base_value(obj)
 
     def op_len(self, obj: Any) -> int:
         return len(obj)

@@ -17,7 +17,6 @@ import select
 import struct
 import sys
 import time
-import types
 from typing import Any
 
 SETUP_MODULE = "test_setup"  # the dataset's setup code runs under this module name on both sides
@@ -74,8 +73,9 @@ class Stream:
 # markers: module-level names that appear in pickles; each decoder maps them to its own side's meaning
 
 
-def ref(hid: int, kind: str) -> Any:
-    """Marker: a candidate object, by handle (``kind`` is its type's name, for messages)."""
+def ref(hid: int, kind: str, base: str = "") -> Any:
+    """Marker: a candidate object, by handle. ``kind``: its type's name (for messages); ``base``: the builtin type
+    it subclasses, if any (then it compares as its data, see ``proxy.RemoteValue``)."""
     raise pickle.UnpicklingError("ref is resolved by the decoder")
 
 
@@ -273,6 +273,10 @@ def builtin_base(t: type) -> type | None:
     return next((b for b in t.__mro__ if b in _BASES), None)
 
 
+def builtin_base_named(name: str) -> type | None:
+    return next((b for b in _BASES if b.__name__ == name), None)
+
+
 def view_kind(obj: Any) -> str | None:
     return _VIEWS.get(type(obj))
 
@@ -280,7 +284,3 @@ def view_kind(obj: Any) -> str | None:
 def is_value_class(t: type) -> bool:
     return is_named(t, VALUE_CLASSES) or (t.__module__ == "builtins" and t.__name__ in _BUILTIN_VALUES
                                           and getattr(builtins, t.__name__, None) is t)
-
-
-def is_function_like(obj: Any) -> bool:
-    return isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type))

@@ -302,7 +302,7 @@ def main(argv: list[str]) -> None:
             __import__(name)
         except ImportError:
             pass
-    from . import remote, runner  # noqa: F401 - loaded once here, not in every process
+    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
 
     zygote = Zygote(level, workers, site_dirs)
     _send(1, {"level": level, "warnings": warnings})

@@ -1,11 +1,9 @@
-"""Judge side of the channel: proxies for the candidate's objects, and the rules for using them.
+"""Judge side of the channel: one job's connection to the candidate's process.
 
-The rule that keeps a lying object from passing: an operator between a proxy and a judge value (``==``, ``<``,
-``+``, ``in``...) is never sent to the candidate, so a rigged ``__eq__`` never sees the expected value.
-``proxy == plain`` is False, ordering and arithmetic raise TypeError, ``plain in proxy`` iterates the proxy and
-compares here. Between two proxies (two candidate objects, e.g. ``Point(1, 2) == Point(1, 2)``) the operator is
-the candidate's: the test itself trusts the candidate's class. Calls, attribute reads, ``len``, iteration,
-indexing and conversions (``str``, ``int``, ``bool``...) are forwarded: their inputs are the test's inputs.
+It sends requests and decodes replies (restricted, see ``wire``), keeps one proxy per candidate object (so
+identity holds), rebuilds the candidate's exception classes as real ones (so ``except MyError`` works), copies
+in-place changes of mutable call arguments back, and serves the candidate's requests about judge objects the test
+lent it -- only what each kind of object allows.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from typing import Any
 
 from . import wire
 from .channel import Channel
+from .proxy import Remote, RemoteValue
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
@@ -28,170 +27,6 @@ _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlel
 _MUTABLE = (list, dict, set, bytearray, collections.deque)
 _CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
                          collections.Counter, collections.defaultdict})
-
-
-class Remote:
-    """A candidate object; every use the rules above allow is a request to the candidate's process."""
-
-    __slots__ = ("_sbx_conn", "_sbx_hid", "_sbx_kind", "_sbx_buf", "__weakref__")
-
-    @classmethod
-    def make(cls, conn: Connection, hid: int, kind: str) -> Remote:
-        self = object.__new__(cls)
-        for name, value in (("_sbx_conn", conn), ("_sbx_hid", hid), ("_sbx_kind", kind)):
-            object.__setattr__(self, name, value)
-        return self
-
-    def _sbx(self, op: str, *args: Any) -> Any:
-        return self._sbx_conn.request(op, self, *args)
-
-    def __repr__(self) -> str:
-        return self._sbx("repr")
-
-    def __str__(self) -> str:
-        return self._sbx("str")
-
-    def __format__(self, spec: str) -> str:
-        return self._sbx("format", spec)
-
-    def __getattr__(self, name: str) -> Any:
-        return self._sbx("getattr", name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._sbx("setattr", name, value)
-
-    def __delattr__(self, name: str) -> None:
-        self._sbx("delattr", name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._sbx_conn.call(self, args, kwargs)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._sbx("getitem", key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._sbx("setitem", key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self._sbx("delitem", key)
-
-    def __len__(self) -> int:
-        return self._sbx("len")
-
-    def __bool__(self) -> bool:
-        return self._sbx("bool")
-
-    def __hash__(self) -> int:
-        return self._sbx("hash")
-
-    def __iter__(self) -> Any:
-        it = self._sbx("iter")
-        return Batched(it) if type(it) is Remote else iter(it)
-
-    def __next__(self) -> Any:
-        items, done, exc = self._sbx_conn.next_items(self, 1)
-        if items:
-            return items[0]
-        if exc is not None:
-            raise exc
-        raise StopIteration
-
-    def __reversed__(self) -> Any:
-        return self._sbx("unary", "reversed")
-
-    def __contains__(self, item: Any) -> bool:
-        if type(item) is Remote:
-            return self._sbx("contains", item)
-        return any(x is item or x == item for x in self)
-
-    def __enter__(self) -> Any:
-        return self._sbx("method", "__enter__", (), {})
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any:
-        if isinstance(exc, AssertionError):  # a failed assert of the test is never the program's to swallow
-            self._sbx("method", "__exit__", (AssertionError, AssertionError(), None), {})
-            return False
-        return self._sbx("method", "__exit__", (kind, exc, None), {})
-
-    def __instancecheck__(self, obj: Any) -> bool:
-        return type(obj) is Remote and self._sbx_conn.request("isinstance", obj, self)
-
-    def __subclasscheck__(self, cls: Any) -> bool:
-        return type(cls) is Remote and self._sbx_conn.request("issubclass", cls, self)
-
-    def __copy__(self) -> Any:
-        return self._sbx("copy")
-
-    def __deepcopy__(self, memo: Any) -> Any:
-        return self._sbx("deepcopy")
-
-    def __dir__(self) -> list[str]:
-        return self._sbx("dir")
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        raise TypeError(f"a candidate object ({self._sbx_kind}) cannot be pickled by the judge")
-
-
-def _binary(name: str, reflected: bool) -> Any:
-    def op(self: Remote, other: Any) -> Any:
-        if type(other) is not Remote:
-            return NotImplemented  # never hand a judge value to a candidate operator
-        a, b = (other, self) if reflected else (self, other)
-        return self._sbx_conn.request("binop", name, a, b)
-    return op
-
-
-def _compare(name: str) -> Any:
-    def op(self: Remote, other: Any) -> Any:
-        if type(other) is not Remote:
-            return NotImplemented
-        return self._sbx_conn.request("cmp", name, self, other)
-    return op
-
-
-def _unary(name: str) -> Any:
-    def op(self: Remote, *extra: Any) -> Any:
-        return self._sbx_conn.request("unary", name, self, *extra)
-    return op
-
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift", "and",
-              "or", "xor", "divmod"):
-    _op = _name + "_" if _name in ("and", "or") else _name
-    setattr(Remote, f"__{_name}__", _binary(_op, False))
-    setattr(Remote, f"__r{_name}__", _binary(_op, True))
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Remote, f"__{_name}__", _compare(_name))
-for _name in ("neg", "pos", "abs", "invert", "int", "float", "complex", "index", "round", "trunc", "floor", "ceil"):
-    setattr(Remote, f"__{_name}__", _unary(_name))
-
-
-class Batched:
-    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request)."""
-
-    def __init__(self, it: Remote) -> None:
-        self.it, self.buf, self.n, self.done, self.exc = it, collections.deque(), 1, False, None
-
-    def __iter__(self) -> Batched:
-        return self
-
-    def __next__(self) -> Any:
-        if not self.buf and not self.done and self.exc is None:
-            items, self.done, self.exc = self.it._sbx_conn.next_items(self.it, self.n)
-            self.buf.extend(items)
-            self.n = min(self.n * 2, 64)
-        if self.buf:
-            return self.buf.popleft()
-        if self.exc is not None:
-            exc, self.exc = self.exc, None
-            self.done = True
-            raise exc
-        raise StopIteration
-
-
-def truth(value: Any) -> Any:
-    """``assert x`` counts a candidate object as false: only a value that crossed as data can be asserted."""
-    return False if type(value) is Remote else value
 
 
 def _mutables(root: Any, depth: int = 4) -> list[Any]:
@@ -298,10 +133,12 @@ class Connection:
         finally:
             self.decoding -= 1
 
-    def proxy(self, hid: int, kind: str) -> Remote:
+    def proxy(self, hid: int, kind: str, base: str = "") -> Remote:
         p = self.proxies.get(hid)
         if p is None:
-            p = self.proxies[hid] = Remote.make(self, int(hid), str(kind)[:100])
+            t = wire.builtin_base_named(base)
+            cls = Remote if t is None else RemoteValue
+            p = self.proxies[hid] = cls.make(self, int(hid), str(kind)[:100], t)
         return p
 
     def exc_class(self, hid: int, module: str, qualname: str, bases: tuple) -> type:
@@ -401,7 +238,7 @@ class JudgePickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
-        if t is Remote:
+        if isinstance(obj, Remote):
             return wire.ref, (obj._sbx_hid, "")
         if isinstance(obj, type):
             hid = self.conn.exc_hids.get(id(obj))
