@@ -1400,6 +1400,54 @@ MBPP: dict[str, tuple] = {
             "assert top() == 2 and top() + 1 == 3 and top().name == 'HIGH' and sorted([top(), Level.LOW]) == [1, 2]",
         ],
     ),
+    "async_called_by_tests": (
+        S("""
+        import asyncio
+        async def fetch(x):
+            await asyncio.sleep(0.01)
+            return x * 2
+        """),
+        [
+            "import asyncio\nassert asyncio.run(fetch(3)) == 6",
+            S("""
+            import asyncio
+            async def main():
+                return await asyncio.gather(fetch(1), fetch(2))
+            assert asyncio.run(main()) == [2, 4]
+            """),
+        ],
+    ),
+    "printed_output_captured_by_test": (
+        S("""
+        def hello(n):
+            for i in range(n):
+                print('hi', i)
+        """),
+        [
+            S("""
+            import contextlib, io
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                hello(2)
+            assert buf.getvalue() == 'hi 0\\nhi 1\\n'
+            """),
+        ],
+    ),
+    "numpy_in_place": (
+        S("""
+        import numpy as np
+        def clip_negative(a):
+            a[a < 0] = 0
+        """),
+        ["import numpy as np\na = np.array([1, -2, 3])\nclip_negative(a)\nassert a.tolist() == [1, 0, 3]"],
+    ),
+    "imported_by_module_name": (
+        S("""
+        def f(x):
+            return x + 1
+        """),
+        ["from solution import f as g\nassert g(1) == 2", "import solution\nassert solution.f(2) == 3"],
+    ),
 }
 
 HUMANEVAL: dict[str, tuple[str, str, str, str]] = {

@@ -21,7 +21,7 @@ from typing import Any
 
 from .connection import Connection
 from .proxy import truth
-from .wire import SETUP_MODULE, Deadline, Lost, Stream
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 JOBS_PER_JUDGE = 500  # a fresh judge now and then bounds whatever test code leaves behind
@@ -66,6 +66,40 @@ def _alarm(signum: int, frame: Any) -> None:
     raise Deadline
 
 
+def _solution_module(conn: Connection) -> types.ModuleType:
+    """``import solution`` / ``from solution import f`` in a test reach the candidate's module."""
+    mod = types.ModuleType(SOLUTION_MODULE)
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562 module attribute hook
+        if not name.startswith("__"):
+            found, value = conn.request("global", name)
+            if found is True:
+                return value
+        raise AttributeError(f"module {SOLUTION_MODULE!r} has no attribute {name!r}")
+
+    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
+    return mod
+
+
+class _Hygiene:
+    """What a job's test code may leave behind in this long-lived process, put back after the job."""
+
+    def __init__(self) -> None:
+        self.builtins, self.limit = dict(builtins.__dict__), sys.getrecursionlimit()
+        self.streams = (sys.stdin, sys.stdout, sys.stderr)
+
+    def restore(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, _alarm)
+        if builtins.__dict__ != self.builtins:
+            builtins.__dict__.clear()
+            builtins.__dict__.update(self.builtins)
+        sys.setrecursionlimit(self.limit)
+        sys.stdin, sys.stdout, sys.stderr = self.streams
+        for name in (SETUP_MODULE, SOLUTION_MODULE):
+            sys.modules.pop(name, None)
+
+
 def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
     """Load the program in the candidate's process, run every test here; the verdict as a JSON-able dict."""
     tests = [t for t in job.get("tests") or [] if isinstance(t, str)]
@@ -76,6 +110,7 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod
+    sys.modules[SOLUTION_MODULE] = _solution_module(conn)
     try:
         setup = job.get("setup") or ""
         try:
@@ -117,7 +152,6 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
         return {**out, "passed": [False] * n, "status": "timeout", "error": "timeout"}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        sys.modules.pop(SETUP_MODULE, None)
 
 
 def _recv_job(ctl: socket.socket) -> tuple[dict[str, Any], int] | None:
@@ -137,7 +171,8 @@ def _recv_job(ctl: socket.socket) -> tuple[dict[str, Any], int] | None:
 
 def main(ctl_fd: int) -> None:
     """Serve jobs from the zygote on ``ctl_fd`` until it closes or enough jobs have run (never returns)."""
-    signal.signal(signal.SIGALRM, _alarm)
+    hygiene = _Hygiene()
+    hygiene.restore()
     ctl = socket.socket(fileno=ctl_fd)
     reply = Stream(ctl)
     try:
@@ -153,6 +188,7 @@ def main(ctl_fd: int) -> None:
                 verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
             finally:
                 sock.close()  # the candidate sees the end of the channel and exits
+                hygiene.restore()
             verdict["retire"] = served == JOBS_PER_JUDGE  # the zygote starts a fresh judge for the next job
             reply.send(json.dumps(verdict).encode())
     finally:

@@ -246,6 +246,11 @@ class Batched:
         raise StopIteration
 
 
+async def awaited(p: Remote) -> Any:
+    """The judge's coroutine for a candidate coroutine: awaiting it runs the candidate's to completion there."""
+    return p._sbx_conn.request("await", p)
+
+
 def truth(value: Any) -> Any:
     """``assert x`` counts a candidate object as false: only data (or a builtin subclass's data) is asserted."""
     return False if type(value) is Remote else value

@@ -172,6 +172,8 @@ def _choose(t: type) -> Any:
         return _class
     if t in (types.FunctionType, types.BuiltinFunctionType, types.ModuleType):
         return _named_or_handle
+    if t is types.CoroutineType:
+        return lambda r, o: (wire.awaitable, (r.export(o), t.__qualname__))
     kind = wire.view_kind
     if t in (type({}.keys()), type({}.items()), type({}.values())):
         return lambda r, o: (wire.view, (kind(o), list(o)))
@@ -185,7 +187,7 @@ def _choose(t: type) -> Any:
 
 _HOW: dict[type, Any] = {}
 _MARKERS = frozenset({wire.ref, wire.jref, wire.plain, wire.named, wire.view, wire.error, wire.exc_class,
-                      wire.stdref})
+                      wire.stdref, wire.awaitable})
 
 
 class CandidatePickler(pickle.Pickler):
@@ -205,12 +207,18 @@ class CandidatePickler(pickle.Pickler):
 
 
 def _snapshot(m: Any) -> Any:
-    return list(m.items()) if isinstance(m, dict) else (set(m) if isinstance(m, set) else list(m))
+    if isinstance(m, dict):
+        return list(m.items())
+    if isinstance(m, set):
+        return set(m)
+    if type(m).__module__ == "numpy":  # an ndarray
+        return m.shape, m.tobytes()
+    return list(m)
 
 
 def _changed(m: Any, before: Any) -> bool:
     now = _snapshot(m)
-    if isinstance(m, set):
+    if isinstance(m, set) or type(m).__module__ == "numpy":
         return now != before
     if isinstance(m, dict):
         return len(now) != len(before) or any(a[0] is not b[0] or a[1] is not b[1] for a, b in zip(now, before))
@@ -287,11 +295,26 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
-    def op_call(self, fn: Any, args: tuple, kwargs: dict, muts: list) -> tuple[Any, list | None]:
-        """Call; if it mutated arguments in place, send them all back so the judge can update its copies."""
+    def op_call(self, fn: Any, args: tuple, kwargs: dict, muts: list, capture: bool) -> tuple[Any, list | None, str]:
+        """Call. If it mutated arguments in place, send them all back so the judge can update its copies; if the
+        test is capturing stdout, send back what the call printed."""
         before = [_snapshot(m) for m in muts]
-        result = fn(*args, **kwargs)
-        return result, (muts if any(_changed(m, b) for m, b in zip(muts, before)) else None)
+        out, saved = io.StringIO(), sys.stdout
+        if capture:
+            sys.stdout = out
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            if capture:
+                sys.stdout = saved
+        return result, (muts if any(_changed(m, b) for m, b in zip(muts, before)) else None), out.getvalue()
+
+    def op_await(self, aw: Any) -> Any:
+        import asyncio
+
+        async def main() -> Any:
+            return await aw
+        return asyncio.run(main())
 
     def op_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
         return getattr(obj, name)(*args, **kwargs)

@@ -137,12 +137,17 @@ def exc_class(hid: int, module: str, qualname: str, bases: tuple) -> type:
     raise pickle.UnpicklingError("exc_class is resolved by the decoder")
 
 
+def awaitable(hid: int, kind: str) -> Any:
+    """Marker: a candidate coroutine; the judge gets a coroutine of its own that awaits it remotely."""
+    raise pickle.UnpicklingError("awaitable is resolved by the decoder")
+
+
 def stdref(module: str, qualname: str, hid: int, kind: str) -> Any:
     """Marker: a stdlib (or setup) function, class or module: the judge uses its own copy, else a proxy."""
     raise pickle.UnpicklingError("stdref is resolved by the decoder")
 
 
-_MARKERS = ("ref", "jref", "plain", "named", "view", "error", "jerror", "exc_class", "stdref")
+_MARKERS = ("ref", "jref", "plain", "named", "view", "error", "jerror", "exc_class", "stdref", "awaitable")
 _NT_CACHE: dict[tuple[str, tuple[str, ...]], type] = {}
 
 
