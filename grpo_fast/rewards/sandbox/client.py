@@ -60,13 +60,18 @@ class SandboxResult:
 
 
 def make_job(source: str, tests: Sequence[str] | None = None, setup: str = "", timeout: float = 5.0,
-             memory_mb: int = 1024, *, entry_point: str | None = None, packages: bool = True) -> dict[str, Any]:
-    """One job for ``Sandbox.run_many``. ``setup`` runs on both sides (the judge's and the program's);
-    ``entry_point`` may be named like a builtin and still reach the program; ``packages=False`` hides
-    site-packages from the program."""
+             memory_mb: int = 1024, *, entry_point: str | None = None, trusted: str = "",
+             packages: bool = True) -> dict[str, Any]:
+    """One job for ``Sandbox.run_many``.
+
+    ``setup`` runs on both sides (the judge's and the program's). ``trusted`` is the dataset's own code (e.g. a
+    HumanEval prompt with the helpers its tests call) run only in the judge, in the tests' namespace, so a program
+    cannot redefine what the tests rely on; ``entry_point`` is left to the program, and may be named like a
+    builtin. ``packages=False`` hides site-packages from the program.
+    """
     return {"source": source, "tests": [t for t in tests or [] if isinstance(t, str)], "setup": setup or "",
             "timeout": float(timeout), "memory_mb": int(memory_mb), "expose": [entry_point] if entry_point else [],
-            "packages": bool(packages)}
+            "trusted": trusted or "", "packages": bool(packages)}
 
 
 def _site_dirs() -> list[str]:

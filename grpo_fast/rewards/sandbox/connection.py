@@ -24,6 +24,7 @@ from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
                         "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3", "test", "__main__"})
+_OWN_PACKAGE = __name__.split(".")[0]  # "grpo_fast_sandbox" in the zygote, "grpo_fast" when imported normally
 _MUTABLE = (list, dict, set, bytearray, collections.deque)
 _CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
                          collections.Counter, collections.defaultdict})
@@ -100,7 +101,7 @@ class Connection:
     def request(self, op: str, *args: Any) -> Any:
         if self.dead:
             raise Lost(self.dead)
-        if self.decoding and op not in ("hash", "cmp"):  # building a set or dict of candidate objects is fine
+        if self.decoding and op not in ("hash", "cmp", "value"):  # building a set or dict of them is fine
             raise pickle.UnpicklingError("candidate objects cannot be used while decoding")
         try:
             return self.channel.request(op, *args)
@@ -225,8 +226,9 @@ def _allowed(target: Any, op: str, args: tuple) -> bool:
 
 def resolve(module: str, qualname: str) -> Any:
     """The judge's own module or setup object, else None. Only already-loaded modules and top-level stdlib
-    modules (a short list of ones with side effects excepted) are imported for it."""
-    if not module or module == SOLUTION_MODULE or module == "__main__":
+    modules (a short list of ones with side effects excepted) are imported for it; the sandbox's own modules are
+    never handed out."""
+    if not module or module in (SOLUTION_MODULE, "__main__") or module.split(".")[0] == _OWN_PACKAGE:
         return None
     if module not in sys.modules:
         if "." in module or module not in sys.stdlib_module_names or module in _NO_IMPORT:

@@ -140,7 +140,8 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        payload = json.dumps({k: spec.get(k) for k in ("source", "setup", "tests", "timeout", "expose")}).encode()
+        keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
+        payload = json.dumps({k: spec.get(k) for k in keys}).encode()
         for attempt in (1, 2):  # a judge that died since its last job is replaced once
             try:
                 j = self._judge(slot)
