@@ -3,7 +3,8 @@
 Layers (details in docs/sandbox.md):
 
 * ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
-* ``runner`` -- the program's process: runs it as module ``solution`` and answers requests about its objects.
+* ``runner``, ``encoding`` -- the program's process: runs it as module ``solution``, answers requests about its
+  objects, and sends them as data, by name, or as handles.
 * ``wire``, ``channel``, ``connection``, ``proxy`` -- the verdict channel: frames, restricted value codecs,
   nested requests, and the proxies the tests see instead of the candidate's objects.
 * ``judge`` -- a separate, trusted process that runs the tests and counts passes.
