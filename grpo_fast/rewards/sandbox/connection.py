@@ -19,7 +19,7 @@ from typing import Any
 
 from . import wire
 from .channel import Channel
-from .proxy import Remote, RemoteValue, awaited
+from .proxy import Remote, RemoteValue, awaited, handle_of
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
@@ -250,7 +250,7 @@ class JudgePickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
         if isinstance(obj, Remote):
-            return wire.ref, (obj._sbx_hid, "")
+            return wire.ref, (handle_of(obj), "")
         if isinstance(obj, type):
             hid = self.conn.exc_hids.get(id(obj))
             if hid is not None:

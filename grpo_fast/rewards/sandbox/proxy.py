@@ -246,6 +246,11 @@ class Batched:
         raise StopIteration
 
 
+def handle_of(p: Remote) -> int:
+    """The candidate-side handle a proxy stands for."""
+    return object.__getattribute__(p, "_sbx_hid")
+
+
 async def awaited(p: Remote) -> Any:
     """The judge's coroutine for a candidate coroutine: awaiting it runs the candidate's to completion there."""
     return p._sbx_conn.request("await", p)
