@@ -61,7 +61,7 @@ class Stream:
                 if left <= 0 or not select.select([self.sock], [], [], left)[0]:
                     raise Deadline
             try:
-                chunk = self.sock.recv(1 << 18)
+                chunk = self.sock.recv(65536)  # below malloc's mmap threshold: no map/unmap per read
             except OSError as err:
                 raise Lost(f"recv failed: {err}") from None
             if not chunk:
