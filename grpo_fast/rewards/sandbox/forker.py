@@ -74,16 +74,22 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os._exit(1)
 
 
-def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_dirs: list[str]) -> None:
+def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
+    """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that."""
+    return [sys.base_prefix, sys.prefix, *site_dirs], [os.path.join(d, h) for d in site_dirs
+                                                        for h in isolation.HIDDEN_IN_PACKAGES]
+
+
+def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_dirs: list[str],
+         private_root: bool) -> None:
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
-    else:  # programs see the system, the interpreter and its packages; not the user's files or datasets
-        hide = [os.path.join(d, h) for d in site_dirs for h in isolation.HIDDEN_IN_PACKAGES]
-        isolation.minimal_root([sys.base_prefix, sys.prefix, *site_dirs], hide)
+    if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
+        isolation.minimal_root(*root_view(site_dirs))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

@@ -142,6 +142,18 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     os.chdir("/")
 
 
+def minimal_root_works(keep: list[str], hide: list[str]) -> bool:
+    """Try ``minimal_root`` in a throwaway child: some hosts refuse pivot_root or bind mounts."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            minimal_root(keep, hide)
+            os._exit(0 if os.path.isdir(os.path.realpath(keep[0])) else 1)
+        finally:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def set_pdeathsig() -> None:
     """Die with the parent (cleared by a uid change, so call it again after one)."""
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

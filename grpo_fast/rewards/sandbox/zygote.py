@@ -73,7 +73,7 @@ def _send(fd: int, obj: Any) -> None:
 
 
 class Zygote:
-    def __init__(self, level: str, workers: int, site_dirs: list[str]) -> None:
+    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool) -> None:
         self.level, self.workers, self.site_dirs = level, workers, site_dirs
         self.uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") * 1024
         self.judge_uid_base = self.uid_base - 0x20000000  # never a program's uid: programs cannot signal judges
@@ -92,7 +92,7 @@ class Zygote:
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, self.uid_base, site_dirs)
+                forker.main(jobs_b, rep_w, level, self.uid_base, site_dirs, private_root)
             finally:
                 os._exit(1)
         jobs_b.close()
@@ -305,6 +305,9 @@ def main(argv: list[str]) -> None:
             pass
     from . import connection, runner  # noqa: F401 - loaded once here, not in every process
 
-    zygote = Zygote(level, workers, site_dirs)
+    private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
+    if level == isolation.STRONGEST and not private_root:
+        warnings.append("programs can read the host's files (a private root was refused)")
+    zygote = Zygote(level, workers, site_dirs, private_root)
     _send(1, {"level": level, "warnings": warnings})
     zygote.serve()
