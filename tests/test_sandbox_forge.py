@@ -174,6 +174,9 @@ def test_patched_reduction_of_a_value_type_stays_in_the_program() -> None:
      ["try:\n    f(-1)\nexcept BaseException:\n    pass\nelse:\n    raise AssertionError('no error')"]),
     ("import time\ndef f(x):\n    if x < 0:\n        time.sleep(100)\n    return x + 1",
      ["try:\n    f(-1)\nexcept BaseException:\n    pass\nelse:\n    raise AssertionError('no error')"]),
+    # a rigged __bool__ behind `assert not`
+    ("class F:\n    __bool__ = lambda s: False\ndef is_even(x): return F()",
+     ["assert not is_even(3)", "assert is_even(4)"]),
     # a context manager around the test's asserts that swallows every exception
     ("class quiet:\n    def __enter__(self): return self\n    def __exit__(self, *a): return True\n"
      "def f(x): return 0", ["with quiet():\n    assert f(1) == 2, 'want 2'"]),
@@ -181,7 +184,7 @@ def test_patched_reduction_of_a_value_type_stays_in_the_program() -> None:
     ("import sys\nprint('ALL TESTS PASSED')\nsys.stdout.flush()\ndef f(x):\n    sys.exit(0)", ADD_ONE),
 ], ids=["class-entry", "hash-key", "index-len", "str-subclass", "list-of-liars", "numpy-object-array",
         "patched-setup-class", "callback-internals", "lent-generator-frame", "exit-on-raises-test",
-        "hang-on-raises-test", "swallowing-context-manager", "stdout-and-exit"])
+        "hang-on-raises-test", "rigged-bool-under-not", "swallowing-context-manager", "stdout-and-exit"])
 def test_lying_objects_and_escapes_score_zero(program: str, tests: list[str]) -> None:
     setup = ("class Box:\n    def __init__(self, v):\n        self.v = v\n    def __eq__(self, o):\n"
              "        return self.v == o.v")

@@ -20,7 +20,7 @@ import types
 from typing import Any
 
 from .connection import Connection
-from .proxy import truth
+from .proxy import data, truth
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -46,9 +46,14 @@ class TestGlobals(dict):
 
 
 class _Asserts(ast.NodeTransformer):
+    """``assert x`` and ``assert not x`` count only data: a program object asserted directly is a failure."""
+
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         self.generic_visit(node)
-        node.test = ast.Call(ast.Name("__sbx_truth", ast.Load()), [node.test], [])
+        test = node.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test.operand = ast.Call(ast.Name("__sbx_data", ast.Load()), [test.operand], [])
+        node.test = ast.Call(ast.Name("__sbx_truth", ast.Load()), [test], [])
         return node
 
 
@@ -134,7 +139,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
         tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
-        tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__", "__sbx_truth": truth})
+        tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__", "__sbx_truth": truth,
+                    "__sbx_data": data})
         if job.get("trusted"):  # the dataset's helpers: the tests use these, not the program's copies
             try:
                 exec(compile(job["trusted"], "<prompt>", "exec"), tns)  # noqa: S102

@@ -256,6 +256,13 @@ async def awaited(p: Remote) -> Any:
     return p._sbx_conn.request("await", p)
 
 
+def data(value: Any) -> Any:
+    """``assert not x``: a program object (not data) has no truth value the test may rely on."""
+    if type(value) is Remote:
+        raise TypeError(f"a candidate object ({value._sbx_kind}) is not a truth value")
+    return value
+
+
 def truth(value: Any) -> Any:
     """``assert x`` counts a candidate object as false: only data (or a builtin subclass's data) is asserted."""
     return False if type(value) is Remote else value
