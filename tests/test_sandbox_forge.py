@@ -130,6 +130,15 @@ def test_raw_frames_cannot_run_code_in_the_judge(payload: bytes) -> None:
         shutil.rmtree(d)
 
 
+def test_a_frame_that_exhausts_the_decoder_costs_only_the_program() -> None:
+    evil = b"(I1\nI1\nI01\ncbuiltins\nset\n(cbuiltins\nrange\n(I1000000000\ntRtRt."  # set(range(10**9))
+    frame = len(evil).to_bytes(4, "little") + evil
+    prog = f"import os\nos.write(3, {frame!r})\ndef f(x):\n    return x + 1"
+    res = sb.run_program(prog, tests=ADD_ONE, timeout=30)
+    assert res.fraction == 0.0 and "MemoryError" in res.error
+    assert _score("def f(x):\n    return x + 1") == 1.0
+
+
 def test_patched_reduction_of_a_value_type_stays_in_the_program() -> None:
     d = tempfile.mkdtemp()
     os.chmod(d, 0o777)

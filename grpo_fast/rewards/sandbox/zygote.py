@@ -32,7 +32,7 @@ PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
 REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
-JUDGE_MEMORY_MB = 4096
+JUDGE_MEMORY_MB = 2048  # a crafted frame can make the decoder build big objects: bounded here
 _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
 
 
