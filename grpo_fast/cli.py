@@ -122,8 +122,8 @@ def _rewards_check(args: argparse.Namespace) -> int:
 
         prep = prepare(resolve_config(args.target, args.overrides), force=True)
         recipe, rewards, rows = prep.recipe, prep.rewards, prep.train_rows
-    report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes, threshold=args.threshold,
-                       max_rows=args.rows)
+    report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes, checks=recipe.checks,
+                       threshold=args.threshold, max_rows=args.rows)
     report.print()
     return 0 if report.ok else 1
 

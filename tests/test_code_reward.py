@@ -9,6 +9,7 @@ import pytest
 from grpo_fast.rewards.code import (
     code_execution_reward,
     extract_code,
+    honest_probe,
     make_code_execution_reward,
 )
 
@@ -87,3 +88,9 @@ def test_humaneval_canonical_pass_and_broken_fail() -> None:
     assert bad == []
     broken = code_execution_reward(prompts, [p["prompt"] + "    pass\n" for p in problems], **kw)
     assert [p["task_id"] for p, s in zip(problems, broken) if s != 0.0] == []
+
+
+def test_honest_probe_passes_and_detects_a_broken_reward() -> None:
+    assert honest_probe() == []
+    assert honest_probe(lambda prompts, completions, **kw: [0.0] * len(completions)) == [
+        "class_used_by_tests", "stdlib_imports", "thread_pool", "main_guard"]

@@ -17,7 +17,8 @@ def sample_rows(name: str) -> list[dict]:
 @pytest.mark.parametrize("name", ["math", "code", "summarization", "qa"])  # TODO demo after its redesign
 def test_recipes_pass_their_own_check(name):
     recipe = get_recipe(name)
-    report = run_check(recipe.rewards, sample_rows(name), gold=recipe.gold, probes=recipe.probes)
+    report = run_check(recipe.rewards, sample_rows(name), gold=recipe.gold, probes=recipe.probes,
+                       checks=recipe.checks)
     assert report.ok, report.table()
     assert any(line.check == "gold" for line in report.lines)
     assert {line.check for line in report.lines} >= {"empty", "echo_prompt", "wrong_answer"}
@@ -97,3 +98,21 @@ def test_code_early_exit_probe_runs():
     report = run_check(recipe.rewards, sample_rows("code"), gold=recipe.gold, probes=recipe.probes)
     exits = [ln for ln in report.lines if ln.check in ("early_exit", "os_exit")]
     assert exits and all(ln.ok and ln.score == 0.0 for ln in exits)
+
+
+def test_code_check_runs_honest_programs_and_catches_a_reward_that_fails_them():
+    recipe = get_recipe("code")
+    report = run_check(recipe.rewards, sample_rows("code"), gold=recipe.gold, probes=recipe.probes,
+                       checks=recipe.checks)
+    honest = [ln for ln in report.lines if ln.check == "honest_programs"]
+    assert len(honest) == 1 and honest[0].ok, report.table()
+
+    def no_classes(prompts=None, completions=(), **kw):  # a judge that takes Python away: classes score 0
+        scores = R.code_execution_reward(prompts, completions, **kw)
+        return [0.0 if "class " in R.completion_text(c) else s for c, s in zip(completions, scores)]
+
+    no_classes.__name__ = "code_execution_reward"
+    no_classes.reward_range = (0.0, 1.0)
+    broken = R.RewardSet("broken", ((no_classes, 1.0),), correctness="code_execution_reward")
+    line = recipe.checks[0](broken)[0]
+    assert not line.ok and "class_used_by_tests" in line.note

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_fast.errors import UserError
-from grpo_fast.rewards.check import Probe
+from grpo_fast.rewards.check import CheckLine, Probe
 from grpo_fast.rewards.presets import RewardSet
 
 NAMES = ("demo", "math", "code", "qa", "summarization")
@@ -35,6 +35,8 @@ class Recipe:
     """A completion that must earn full correctness for a mapped row (gold self-test, SFT warm-up)."""
     probes: tuple[Probe, ...] = ()
     """Task-specific reward-hacking probes for ``rewards check`` (the generic ones always run)."""
+    checks: tuple[Callable[[RewardSet], list[CheckLine]], ...] = ()
+    """Task-specific checks of a reward set beyond the dataset's golds (``rewards check`` runs them)."""
     metric: str = "accuracy"
     """Headline of the evaluation: ``accuracy`` (share of greedy answers at full correctness) or ``score``
     (mean correctness score, for graded tasks such as ROUGE)."""

@@ -13,6 +13,9 @@ from typing import Any
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
 from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
+from grpo_fast.rewards import RewardSet
+from grpo_fast.rewards.check import CheckLine
+from grpo_fast.rewards.code import honest_probe
 
 SYSTEM_PROMPT = (
     "You are a careful Python programmer. Reply with one complete, self-contained solution in a single "
@@ -89,6 +92,16 @@ PROBES = (
     ("os_exit", "correctness", lambda row: _code("import os; os._exit(0)")),
 )
 
+def honest_programs(rewards: RewardSet) -> list[CheckLine]:
+    """Correct programs of the kinds models write (a class the tests call, stdlib imports, threads, a __main__
+    guard) must earn the code reward's full score: a reward that gives honest code 0 trains the model away from it."""
+    if not rewards.correctness.startswith("code_execution_reward"):
+        return []
+    failing = honest_probe(rewards.judge)
+    return [CheckLine("honest_programs", rewards.correctness, None, 1.0, not failing,
+                      ("scores below 1.0: " + ", ".join(failing)) if failing else "")]
+
+
 RECIPE = Recipe(
     name="code",
     description="Python functions graded by unit tests in the sandbox (MBPP / HumanEval style)",
@@ -97,6 +110,7 @@ RECIPE = Recipe(
     rewards=PRESET,
     gold=gold,
     probes=PROBES,
+    checks=(honest_programs,),
     required=("prompt", "canonical_solution"),
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={

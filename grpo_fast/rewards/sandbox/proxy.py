@@ -1,0 +1,268 @@
+"""What the tests see instead of the candidate's objects, and the rule that keeps a lying object from passing.
+
+An operator between a proxy and a judge value (``==``, ``<``, ``+``, ``in``...) is never sent to the candidate, so a
+rigged ``__eq__`` never sees the expected value: ``proxy == plain`` is False, ordering and arithmetic raise
+TypeError, ``plain in proxy`` iterates the proxy and compares here. Between two proxies (two candidate objects, e.g.
+``Point(1, 2) == Point(1, 2)``) the operator is the candidate's: the test itself trusts the candidate's class.
+Calls, attribute reads, ``len``, iteration, indexing and conversions (``str``, ``int``, ``bool``...) are forwarded:
+their inputs are the test's inputs. Instances of subclasses of builtin types (an IntEnum member, ``class
+Stack(list)``) keep their methods, but against judge values they compare and compute as their data, fetched fresh.
+"""
+
+from __future__ import annotations
+
+import collections
+import operator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+class Remote:
+    """A candidate object; every use the rules above allow is a request to the candidate's process."""
+
+    __slots__ = ("_sbx_conn", "_sbx_hid", "_sbx_kind", "_sbx_buf", "__weakref__")
+
+    @classmethod
+    def make(cls, conn: Connection, hid: int, kind: str, base: type | None = None) -> Remote:
+        self = object.__new__(cls)
+        for name, value in (("_sbx_conn", conn), ("_sbx_hid", hid), ("_sbx_kind", kind), ("_sbx_base", base)):
+            if value is not None:
+                object.__setattr__(self, name, value)
+        return self
+
+    def _sbx(self, op: str, *args: Any) -> Any:
+        return self._sbx_conn.request(op, self, *args)
+
+    def __repr__(self) -> str:
+        return self._sbx("repr")
+
+    def __str__(self) -> str:
+        return self._sbx("str")
+
+    def __format__(self, spec: str) -> str:
+        return self._sbx("format", spec)
+
+    def __getattr__(self, name: str) -> Any:
+        return self._sbx("getattr", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sbx("setattr", name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._sbx("delattr", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sbx_conn.call(self, args, kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._sbx("getitem", key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._sbx("setitem", key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._sbx("delitem", key)
+
+    def __len__(self) -> int:
+        return self._sbx("len")
+
+    def __bool__(self) -> bool:
+        return self._sbx("bool")
+
+    def __hash__(self) -> int:
+        return self._sbx("hash")
+
+    def __iter__(self) -> Any:
+        it = self._sbx("iter")
+        return Batched(it) if isinstance(it, Remote) else iter(it)
+
+    def __next__(self) -> Any:
+        items, done, exc = self._sbx_conn.next_items(self, 1)
+        if items:
+            return items[0]
+        if exc is not None:
+            raise exc
+        raise StopIteration
+
+    def __reversed__(self) -> Any:
+        return self._sbx("unary", "reversed")
+
+    def __contains__(self, item: Any) -> bool:
+        if isinstance(item, Remote):
+            return self._sbx("contains", item)
+        return any(x is item or x == item for x in self)
+
+    def __enter__(self) -> Any:
+        return self._sbx("method", "__enter__", (), {})
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any:
+        if isinstance(exc, AssertionError):  # a failed assert of the test is never the program's to swallow
+            self._sbx("method", "__exit__", (AssertionError, AssertionError(), None), {})
+            return False
+        return self._sbx("method", "__exit__", (kind, exc, None), {})
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return isinstance(obj, Remote) and self._sbx_conn.request("isinstance", obj, self)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return isinstance(cls, Remote) and self._sbx_conn.request("issubclass", cls, self)
+
+    def __copy__(self) -> Any:
+        return self._sbx("copy")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self._sbx("deepcopy")
+
+    def __dir__(self) -> list[str]:
+        return self._sbx("dir")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"a candidate object ({self._sbx_kind}) cannot be pickled by the judge")
+
+
+def _binary(name: str, reflected: bool) -> Any:
+    def op(self: Remote, other: Any) -> Any:
+        if not isinstance(other, Remote):
+            return NotImplemented  # never hand a judge value to a candidate operator
+        a, b = (other, self) if reflected else (self, other)
+        return self._sbx_conn.request("binop", name, a, b)
+    return op
+
+
+def _compare(name: str) -> Any:
+    def op(self: Remote, other: Any) -> Any:
+        if not isinstance(other, Remote):
+            return NotImplemented
+        return self._sbx_conn.request("cmp", name, self, other)
+    return op
+
+
+def _unary(name: str) -> Any:
+    def op(self: Remote, *extra: Any) -> Any:
+        return self._sbx_conn.request("unary", name, self, *extra)
+    return op
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift", "and",
+              "or", "xor", "divmod"):
+    _op = _name + "_" if _name in ("and", "or") else _name
+    setattr(Remote, f"__{_name}__", _binary(_op, False))
+    setattr(Remote, f"__r{_name}__", _binary(_op, True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _compare(_name))
+for _name in ("neg", "pos", "abs", "invert", "int", "float", "complex", "index", "round", "trunc", "floor", "ceil"):
+    setattr(Remote, f"__{_name}__", _unary(_name))
+
+
+_OPS = {name: getattr(operator, name) for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                                    "matmul", "lshift", "rshift", "and_", "or_", "xor")}
+_OPS["divmod"] = divmod
+
+
+class RemoteValue(Remote):
+    """A candidate object whose type subclasses a builtin one (``int``, ``str``, ``list``, ``dict``...).
+
+    Its methods stay the candidate's (``stack.push(1)``), but against a judge value it compares, hashes, tests
+    membership and computes as its data: the builtin base's copy of it, fetched fresh, used here. A ``str``
+    subclass with a rigged ``__eq__`` therefore compares as the characters it holds. ``isinstance(x, list)`` holds.
+    """
+
+    __slots__ = ("_sbx_base",)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: F811 - isinstance() falls back to __class__
+        return object.__getattribute__(self, "_sbx_base")
+
+    def _sbx_value(self) -> Any:
+        value = self._sbx("value")
+        if type(value) is not object.__getattribute__(self, "_sbx_base"):
+            raise TypeError("the candidate sent a value of the wrong type")
+        return value
+
+    def __hash__(self) -> int:
+        return hash(self._sbx_value())
+
+    def __bool__(self) -> bool:
+        return bool(self._sbx_value())
+
+    def __contains__(self, item: Any) -> bool:
+        if isinstance(item, Remote):
+            return self._sbx("contains", item)
+        return item in self._sbx_value()
+
+
+def _value_binary(name: str, reflected: bool) -> Any:
+    fn = _OPS[name]
+
+    def op(self: RemoteValue, other: Any) -> Any:
+        if isinstance(other, Remote):
+            a, b = (other, self) if reflected else (self, other)
+            return self._sbx_conn.request("binop", name, a, b)
+        value = self._sbx_value()
+        return fn(other, value) if reflected else fn(value, other)
+    return op
+
+
+def _value_compare(name: str) -> Any:
+    fn = getattr(operator, name)
+
+    def op(self: RemoteValue, other: Any) -> Any:
+        if isinstance(other, Remote):
+            return self._sbx_conn.request("cmp", name, self, other)
+        return fn(self._sbx_value(), other)
+    return op
+
+
+for _name in _OPS:
+    _dunder = _name.rstrip("_")
+    setattr(RemoteValue, f"__{_dunder}__", _value_binary(_name, False))
+    setattr(RemoteValue, f"__r{_dunder}__", _value_binary(_name, True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(RemoteValue, f"__{_name}__", _value_compare(_name))
+
+
+class Batched:
+    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request)."""
+
+    def __init__(self, it: Remote) -> None:
+        self.it, self.buf, self.n, self.done, self.exc = it, collections.deque(), 1, False, None
+
+    def __iter__(self) -> Batched:
+        return self
+
+    def __next__(self) -> Any:
+        if not self.buf and not self.done and self.exc is None:
+            items, self.done, self.exc = self.it._sbx_conn.next_items(self.it, self.n)
+            self.buf.extend(items)
+            self.n = min(self.n * 2, 64)
+        if self.buf:
+            return self.buf.popleft()
+        if self.exc is not None:
+            exc, self.exc = self.exc, None
+            self.done = True
+            raise exc
+        raise StopIteration
+
+
+def handle_of(p: Remote) -> int:
+    """The candidate-side handle a proxy stands for."""
+    return object.__getattribute__(p, "_sbx_hid")
+
+
+async def awaited(p: Remote) -> Any:
+    """The judge's coroutine for a candidate coroutine: awaiting it runs the candidate's to completion there."""
+    return p._sbx_conn.request("await", p)
+
+
+def data(value: Any) -> Any:
+    """``assert not x``: a program object (not data) has no truth value the test may rely on."""
+    if type(value) is Remote:
+        raise TypeError(f"a candidate object ({value._sbx_kind}) is not a truth value")
+    return value
+
+
+def truth(value: Any) -> Any:
+    """``assert x`` counts a candidate object as false: only data (or a builtin subclass's data) is asserted."""
+    return False if type(value) is Remote else value

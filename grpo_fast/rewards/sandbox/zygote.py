@@ -1,0 +1,313 @@
+"""The zygote: the warm pool behind one ``Sandbox``. It schedules jobs onto worker slots and never runs any code
+of a job itself.
+
+    trainer ──pipe──> zygote (python -I -S, scrubbed env, empty network namespace, root or you)
+                       ├─ forker   (forked first: holds no program, test or output) ──fork──> program, per job
+                       └─ judge[slot] (long-lived, own uid, not dumpable) <──socketpair──> that program
+
+Per job the zygote creates the judge-program socketpair and the program's stdout/stderr pipes, gives the judge the
+job and one end, gives the forker the limits and the other end, reads the output, and merges the judge's verdict
+with the forker's exit report into one result for the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import forker, isolation, judge
+
+PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
+           "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
+           "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
+OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
+JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
+REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
+JUDGE_MEMORY_MB = 2048  # a crafted frame can make the decoder build big objects: bounded here
+_NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
+
+
+@dataclass
+class _Job:
+    spec: dict[str, Any]
+    slot: int
+    t0: float
+    verdict: dict[str, Any] | None = None
+    report: dict[str, Any] | None = None
+    report_at: float = 0.0
+    out: dict[int, bytearray] = field(default_factory=dict)  # open read end -> captured bytes
+
+    @property
+    def timeout(self) -> float:
+        return float(self.spec["timeout"])
+
+
+class _Judge:
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid, self.sock, self.buf = pid, sock, bytearray()
+
+
+def _frames(buf: bytearray) -> list[bytes]:
+    out = []
+    while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from("<I", buf)[0]:
+        n = struct.unpack_from("<I", buf)[0]
+        out.append(bytes(buf[4:4 + n]))
+        del buf[:4 + n]
+    return out
+
+
+def _send(fd: int, obj: Any) -> None:
+    data = json.dumps(obj).encode()
+    data = struct.pack("<I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+class Zygote:
+    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool) -> None:
+        self.level, self.workers, self.site_dirs = level, workers, site_dirs
+        self.uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") * 1024
+        self.judge_uid_base = self.uid_base - 0x20000000  # never a program's uid: programs cannot signal judges
+        self.judges: list[_Judge | None] = [None] * workers
+        self.free = list(range(workers))
+        self.queue: list[dict[str, Any]] = []
+        self.running: dict[int, _Job] = {}
+        self.reports = bytearray()
+        jobs_a, jobs_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the forker: forked now, before any job reaches this process
+            try:
+                jobs_a.close()
+                os.close(rep_r)
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)
+                forker.main(jobs_b, rep_w, level, self.uid_base, site_dirs, private_root)
+            finally:
+                os._exit(1)
+        jobs_b.close()
+        os.close(rep_w)
+        self.forker, self.report_fd = jobs_a, rep_r
+
+    def _judge(self, slot: int) -> _Judge:
+        j = self.judges[slot]
+        if j is not None:
+            return j
+        a, b = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                os.dup2(a.fileno(), 3)
+                os.closerange(4, 1 << 16)
+                os.chdir("/")
+                isolation.drop_privileges(self.level, self.judge_uid_base + slot, JUDGE_MEMORY_MB, None)
+                isolation.set_nondumpable()
+                judge.main(3)
+            finally:
+                os._exit(1)
+        a.close()
+        j = self.judges[slot] = _Judge(pid, b)
+        return j
+
+    def _drop_judge(self, slot: int) -> None:
+        j = self.judges[slot]
+        if j is not None:
+            try:
+                os.kill(j.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            j.sock.close()
+            self.judges[slot] = None
+
+    def _start(self, spec: dict[str, Any], slot: int) -> None:
+        job = self.running[spec["id"]] = _Job(spec, slot, time.monotonic())
+        ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+            job.out[fd] = bytearray()
+        keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
+        payload = json.dumps({k: spec.get(k) for k in keys}).encode()
+        for attempt in (1, 2):  # a judge that died since its last job is replaced once
+            try:
+                j = self._judge(slot)
+                socket.send_fds(j.sock, [len(payload).to_bytes(4, "little")], [ours.fileno()])
+                j.sock.sendall(payload)
+                break
+            except OSError:
+                self._drop_judge(slot)
+                if attempt == 2:
+                    job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
+        desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
+                "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
+        socket.send_fds(self.forker, [json.dumps(desc).encode()], [theirs.fileno(), out_w, err_w])
+        for fd in (out_w, err_w):
+            os.close(fd)
+        ours.close()
+        theirs.close()
+
+    def _stop(self, job: _Job) -> None:
+        self.forker.send(json.dumps({"op": "stop", "id": job.spec["id"]}).encode())
+
+    def _on_verdict(self, slot: int) -> None:
+        j = self.judges[slot]
+        job = next(job for job in self.running.values() if job.slot == slot)
+        try:
+            chunk = j.sock.recv(1 << 16) if j else b""
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop_judge(slot)
+            job.verdict = job.verdict or {"status": "judge-error", "error": "judge died", "passed": [], "n": -1}
+        else:
+            j.buf += chunk
+            frames = _frames(j.buf)
+            if not frames:
+                return
+            job.verdict = json.loads(frames[-1])
+            if job.verdict.get("retire"):
+                self._drop_judge(slot)
+        self._stop(job)
+
+    def _on_output(self, job: _Job, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        buf = job.out[fd]
+        if not chunk:
+            os.close(fd)
+            job.out[fd] = bytes(buf)  # closed: bytes marks it done
+            return
+        buf += chunk[: max(0, OUT_CAP - len(buf))]
+
+    def _on_reports(self) -> None:
+        chunk = os.read(self.report_fd, 1 << 16)
+        if not chunk:
+            raise SystemExit("forker died")
+        self.reports += chunk
+        for frame in _frames(self.reports):
+            rep = json.loads(frame)
+            job = self.running.get(rep["id"])
+            if job is not None:
+                job.report, job.report_at = rep, time.monotonic()
+
+    def _check_deadlines(self, now: float) -> None:
+        for job in self.running.values():
+            if job.verdict is None and now > job.t0 + job.timeout + JUDGE_EXTRA_S:
+                self._drop_judge(job.slot)  # wedged in test code: a fresh judge serves the next job
+                job.verdict = {"status": "timeout", "error": "the judge did not finish in time", "passed": [], "n": -1}
+                self._stop(job)
+            if job.report is None and now > job.t0 + job.timeout + REPORT_EXTRA_S:
+                job.report, job.report_at = {"returncode": None, "fault": "no exit report"}, now
+            if job.report is not None and now > job.report_at + 1.0:
+                for fd, buf in list(job.out.items()):  # something still holds the pipes: stop waiting
+                    if isinstance(buf, bytearray):
+                        os.close(fd)
+                        job.out[fd] = bytes(buf)
+
+    def _finish(self, job: _Job) -> dict[str, Any]:
+        v, r, spec = job.verdict or {}, job.report or {}, job.spec
+        n = len(spec.get("tests") or [])
+        rc = r.get("returncode")
+        status = v.get("status", "exited")
+        if status == "lost":
+            status = "killed" if rc is not None and rc < 0 else "exited"
+        elif status not in ("ok", "error", "timeout"):
+            status = "exited"
+        passed = v.get("passed") if v.get("n") == n else None
+        error = v.get("error") or (f"sandbox fault: {r['fault']}" if r.get("fault") else "")
+        outs = list(job.out.values())
+        return {"id": spec["id"], "status": status, "returncode": rc, "wall_s": time.monotonic() - job.t0,
+                "stdout": bytes(outs[0]).decode(errors="replace"), "stderr": bytes(outs[1]).decode(errors="replace"),
+                "passed": passed if isinstance(passed, list) else [], "n_tests": n, "error": error,
+                "failures": v.get("failures") or []}
+
+    def serve(self) -> None:
+        """Jobs from stdin, results to stdout (4-byte length + JSON frames), until stdin closes."""
+        inbuf = bytearray()
+        stdin_open = True
+        while stdin_open or self.running or self.queue:
+            while self.queue and self.free:
+                self._start(self.queue.pop(0), self.free.pop())
+            readers: dict[int, Any] = {self.report_fd: ("reports",)}
+            if stdin_open:
+                readers[0] = ("stdin",)
+            for job in self.running.values():
+                j = self.judges[job.slot]
+                if job.verdict is None and j is not None:
+                    readers[j.sock.fileno()] = ("verdict", job.slot)
+                for fd, buf in job.out.items():
+                    if isinstance(buf, bytearray):
+                        readers[fd] = ("out", job, fd)
+            now = time.monotonic()
+            due = [job.t0 + job.timeout + JUDGE_EXTRA_S for job in self.running.values() if job.verdict is None]
+            due += [job.t0 + job.timeout + REPORT_EXTRA_S for job in self.running.values() if job.report is None]
+            due += [job.report_at + 1.0 for job in self.running.values() if job.report is not None]
+            wait = max(0.0, min(due) - now) + 0.001 if due else None
+            for fd in select.select(list(readers), [], [], wait)[0]:
+                what = readers[fd]
+                if what[0] == "stdin":
+                    chunk = os.read(0, 1 << 16)
+                    stdin_open = bool(chunk)
+                    inbuf += chunk
+                    self.queue.extend(json.loads(f) for f in _frames(inbuf))
+                elif what[0] == "reports":
+                    self._on_reports()
+                elif what[0] == "verdict":
+                    self._on_verdict(what[1])
+                else:
+                    self._on_output(what[1], what[2])
+            self._check_deadlines(time.monotonic())
+            for jid, job in list(self.running.items()):
+                if job.verdict is not None and job.report is not None and \
+                        not any(isinstance(b, bytearray) for b in job.out.values()):
+                    del self.running[jid]
+                    self.free.append(job.slot)
+                    _send(1, self._finish(job))
+            isolation.reap()
+
+
+def main(argv: list[str]) -> None:
+    """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
+    isolation.set_pdeathsig()
+    isolation.set_nondumpable()
+    requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
+    sys.path.extend(d for d in site_dirs if d not in sys.path)
+    level = isolation.detect_level(requested)
+    warnings = []
+    if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            isolation.expose_interpreter([sys.base_prefix, sys.prefix, *site_dirs, here])
+        except OSError as err:
+            warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
+                            "only preloaded modules will import")
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
+
+    private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
+    if level == isolation.STRONGEST and not private_root:
+        warnings.append("programs can read the host's files (a private root was refused)")
+    zygote = Zygote(level, workers, site_dirs, private_root)
+    _send(1, {"level": level, "warnings": warnings})
+    zygote.serve()
