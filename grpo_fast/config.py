@@ -91,6 +91,10 @@ class RunConfig:
     stages: list[dict] | None = None
     """Stages run in order on one adapter, each a map of overrides (rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""
+    cpu_autocast_training: bool = False
+    """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
+    shared_prefill: bool = False
+    """Prefill each distinct prompt once per generation batch and share its KV cache across its completions."""
     grpo: dict[str, Any] = field(default_factory=dict)
     """GRPOConfig fields passed through to TRL unchanged (written flat in YAML)."""
     source: dict[str, str] = field(default_factory=dict, repr=False)
