@@ -194,7 +194,11 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     model_path = models.resolve_model_path(cfg.model)
     tokenizer = _load_tokenizer(model_path)
     rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
-    train_rows, eval_rows = data.split_holdout(rows, cfg.eval_rows, cfg.seed)
+    if recipe.holdout is not None and cfg.dataset is None:
+        train_rows = rows
+        eval_rows, _ = data.filter_long_prompts(recipe.holdout(cfg, train_rows), tokenizer, cfg.max_prompt_tokens)
+    else:
+        train_rows, eval_rows = data.split_holdout(rows, cfg.eval_rows, cfg.seed)
     report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
     report.append(stats.line())
     rewards = reward_setup(cfg, recipe)
