@@ -34,7 +34,8 @@ KIT_DEFAULTS: dict[str, Any] = {
     "max_completion_length": 256,
 }
 PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": {"bf16": False, "use_cpu": True},
+    "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_autocast_training": True,
+            "shared_prefill": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
                "gpu_memory_utilization": 0.5},
@@ -294,10 +295,14 @@ def build_trainer(prep: Prepared, loaded: models.LoadedModel, output_dir: Path, 
     grpo = {**cfg.grpo, "reward_weights": prep.rewards.weights}
     args = GRPOConfig(output_dir=str(output_dir), seed=cfg.seed, **grpo)
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate, log_dir=output_dir.parent)
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
         train_dataset=Dataset.from_list(prep.train_rows), callbacks=callbacks,
     )
+    from grpo_fast.cpu_speed import apply_speedups
+
+    apply_speedups(trainer, cfg)
+    return trainer
 
 
 # Keys a checkpoint depends on: resuming with another value would train a different model.
