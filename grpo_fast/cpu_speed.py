@@ -80,14 +80,33 @@ def prefill_shared(model: Any, input_ids: Any, attention_mask: Any) -> Any:
 
 
 def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
-    """Apply the run config's speed-ups (``cpu_autocast_training``, ``shared_prefill``); return their names."""
+    """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``)."""
     import torch
 
     applied = []
+    if cfg.cpu_threads is not None and not torch.cuda.is_available():
+        threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
+        torch.set_num_threads(threads)
+        applied.append(f"cpu_threads={threads}")
     if cfg.cpu_autocast_training and not torch.cuda.is_available():
         autocast_training_pass(trainer)
         applied.append("cpu_autocast_training")
     if cfg.shared_prefill and not cfg.grpo.get("use_vllm", False):
         shared_prompt_prefill(trainer.model)
         applied.append("shared_prefill")
+    if applied:
+        print("speed-ups: " + ", ".join(applied), flush=True)
     return applied
+
+
+def busy_aware_threads(cores: int | None = None, load: float | None = None) -> int:
+    """Threads for torch on a CPU run: the cores not already busy (load average), at least one.
+
+    OpenMP kernels wait for their slowest thread at every op, so on cores shared with other jobs two threads
+    measured up to 2x slower than one; on idle cores all of them are used.
+    """
+    import os
+
+    cores = cores or os.cpu_count() or 1
+    load = os.getloadavg()[0] if load is None else load
+    return max(1, min(cores, round(cores - load)))

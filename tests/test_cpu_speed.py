@@ -42,3 +42,12 @@ def test_shared_prefill_computes_each_distinct_prompt_once():
     assert cache.get_seq_length() == batch["input_ids"].shape[1] - 1
     assert cache.layers[0].keys.shape[0] == 8  # expanded to every row of the batch
     assert prefill_shared(model, batch["input_ids"][::4], batch["attention_mask"][::4]) is None  # all distinct
+
+
+def test_busy_aware_threads_leaves_busy_cores_alone():
+    from grpo_fast.cpu_speed import busy_aware_threads
+
+    assert busy_aware_threads(cores=2, load=0.1) == 2  # idle: every core
+    assert busy_aware_threads(cores=2, load=1.2) == 1
+    assert busy_aware_threads(cores=2, load=7.0) == 1  # never fewer than one
+    assert busy_aware_threads(cores=16, load=4.0) == 12
