@@ -34,8 +34,8 @@ KIT_DEFAULTS: dict[str, Any] = {
     "max_completion_length": 256,
 }
 PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_autocast_training": True,
-            "shared_prefill": True},
+    "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_threads": "auto",
+            "cpu_autocast_training": True, "shared_prefill": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
                "gpu_memory_utilization": 0.5},
