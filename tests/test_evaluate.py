@@ -50,10 +50,10 @@ def _recipe(correct_always: bool):
     def sum_correct(completions, answer, **kw):
         return [2.0 if correct_always else 0.0 for _ in completions]
 
-    def answer_tags(completions, **kw):
+    def just_the_number(completions, **kw):
         return [1.0, 0.5] * (len(completions) // 2) + [1.0] * (len(completions) % 2)
 
-    return dataclasses.replace(demo.RECIPE, reward_funcs=lambda: [answer_tags, sum_correct])
+    return dataclasses.replace(demo.RECIPE, reward_funcs=lambda: [just_the_number, sum_correct])
 
 
 def test_generate_left_pads_and_counts_tokens(tiny):

@@ -137,7 +137,7 @@ def test_for_recipe_takes_the_recipe_reward_names():
 
     monitor = HealthMonitor.for_recipe(None, demo.RECIPE, on_alarm="stop", window=3)
     names = (monitor.format_reward, monitor.correctness_reward, monitor.reward_max)
-    assert names == ("answer_tags", "sum_correct", 3.0)
+    assert names == ("just_the_number", "sum_correct", 3.0)
     assert monitor.on_alarm == "stop" and monitor.window == 3
 
 
@@ -146,5 +146,5 @@ def test_for_prepared_uses_the_runs_configured_rewards(tiny_model_dir):
 
     prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
     monitor = HealthMonitor.for_prepared(None, prep, window=3)
-    assert (monitor.format_reward, monitor.correctness_reward) == ("answer_tags", "sum_correct")
+    assert (monitor.format_reward, monitor.correctness_reward) == ("just_the_number", "sum_correct")
     assert monitor.reward_max == prep.rewards.max_total and monitor.window == 3

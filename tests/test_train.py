@@ -15,7 +15,7 @@ from grpo_fast.errors import UserError
 from grpo_fast.train import prepare, resolve_config, train
 
 
-def _assert_run_dir(run_dir, steps, rewards=("answer_tags", "sum_correct")):
+def _assert_run_dir(run_dir, steps, rewards=("just_the_number", "sum_correct", "sum_mentioned")):
     for name in ("config.yaml", "versions.json", "metrics.jsonl", "samples.jsonl", "reward_curve.png",
                  "summary.json", "adapter/adapter_model.safetensors", "adapter/adapter_config.json"):
         assert (run_dir / name).exists(), name
@@ -59,7 +59,7 @@ def test_gold_self_test_refuses_a_broken_reward(tiny_model_dir, in_tmp, monkeypa
         return [0.0] * len(completions)
 
     never_right.__name__ = "sum_correct"
-    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": lambda: [demo.answer_tags, never_right]})
+    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": lambda: [demo.just_the_number, never_right, demo.sum_mentioned]})
     monkeypatch.setattr(demo, "RECIPE", broken)
     cfg = resolve_config("demo", [f"model={tiny_model_dir}"])
     with pytest.raises(UserError, match="gold self-test failed"):
