@@ -55,9 +55,9 @@ def plot(results: list[dict], path: Path) -> None:
         acc_ax.plot([0, r["steps"]], [r["base_accuracy"], r["trained_accuracy"]], color=color, linestyle="--",
                     marker="o", markersize=7)
         acc_ax.annotate(f"{r['trained_accuracy']:.0%}", (r["steps"], r["trained_accuracy"]), color=color,
-                        textcoords="offset points", xytext=(6, -4 + 9 * (i - 1)), fontsize=9)
+                        textcoords="offset points", xytext=(6, -4 + 12 * (i - 1)), fontsize=9)
         acc_ax.annotate(f"{r['base_accuracy']:.0%}", (0, r["base_accuracy"]), color=color,
-                        textcoords="offset points", xytext=(-30, -4 + 9 * (i - 1)), fontsize=9)
+                        textcoords="offset points", xytext=(-34, -4 + 12 * (i - 1)), fontsize=9)
     reward_ax.set_xlabel("training step")
     reward_ax.set_ylabel(f"mean total reward (max {results[0].get('reward_max', 3.0):g})")
     acc_ax.set_ylabel("held-out greedy accuracy (dashed: base -> trained)")
