@@ -99,8 +99,31 @@ def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
     return applied
 
 
-def busy_aware_threads(cores: int | None = None, load: float | None = None) -> int:
-    """Threads for torch on a CPU run: the cores not already busy (load average), at least one.
+def busy_cores(window: float = 0.5) -> float:
+    """Cores busy with any work over ``window`` seconds (Linux /proc/stat), sampled while this process waits.
+
+    The load average is no use here: it lags by a minute and counts this process's own previous work.
+    Where /proc/stat is missing, the 1-minute load average stands in.
+    """
+    import os
+    import time
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0)  # total, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+    share = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+    return share * (os.cpu_count() or 1)
+
+
+def busy_aware_threads(cores: int | None = None, busy: float | None = None) -> int:
+    """Threads for torch on a CPU run: the cores not busy with other jobs, at least one.
 
     OpenMP kernels wait for their slowest thread at every op, so on cores shared with other jobs two threads
     measured up to 2x slower than one; on idle cores all of them are used.
@@ -108,5 +131,5 @@ def busy_aware_threads(cores: int | None = None, load: float | None = None) -> i
     import os
 
     cores = cores or os.cpu_count() or 1
-    load = os.getloadavg()[0] if load is None else load
-    return max(1, min(cores, round(cores - load)))
+    busy = busy_cores() if busy is None else busy
+    return max(1, min(cores, round(cores - busy)))

@@ -47,7 +47,15 @@ def test_shared_prefill_computes_each_distinct_prompt_once():
 def test_busy_aware_threads_leaves_busy_cores_alone():
     from grpo_fast.cpu_speed import busy_aware_threads
 
-    assert busy_aware_threads(cores=2, load=0.1) == 2  # idle: every core
-    assert busy_aware_threads(cores=2, load=1.2) == 1
-    assert busy_aware_threads(cores=2, load=7.0) == 1  # never fewer than one
-    assert busy_aware_threads(cores=16, load=4.0) == 12
+    assert busy_aware_threads(cores=2, busy=0.1) == 2  # idle: every core
+    assert busy_aware_threads(cores=2, busy=1.2) == 1
+    assert busy_aware_threads(cores=2, busy=7.0) == 1  # never fewer than one
+    assert busy_aware_threads(cores=16, busy=4.0) == 12
+
+
+def test_busy_cores_reads_a_share_of_the_machine():
+    import os
+
+    from grpo_fast.cpu_speed import busy_cores
+
+    assert 0.0 <= busy_cores(window=0.2) <= (os.cpu_count() or 1) + 1e-9
