@@ -92,7 +92,7 @@ class RunConfig:
     """Stages run in order on one adapter, each a map of overrides (rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""
     cpu_threads: int | str | None = None
-    """CPU only: torch threads; `auto` uses the cores not busy with other jobs (load average); None: torch's."""
+    """CPU only: torch threads; `auto` uses the cores not busy with other jobs (sampled); None: torch's."""
     cpu_autocast_training: bool = False
     """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
     shared_prefill: bool = False
