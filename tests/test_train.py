@@ -59,7 +59,8 @@ def test_gold_self_test_refuses_a_broken_reward(tiny_model_dir, in_tmp, monkeypa
         return [0.0] * len(completions)
 
     never_right.__name__ = "sum_correct"
-    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": lambda: [demo.just_the_number, never_right, demo.sum_mentioned]})
+    funcs = lambda: [demo.just_the_number, never_right, demo.sum_mentioned]  # noqa: E731
+    broken = demo.RECIPE.__class__(**{**demo.RECIPE.__dict__, "reward_funcs": funcs})
     monkeypatch.setattr(demo, "RECIPE", broken)
     cfg = resolve_config("demo", [f"model={tiny_model_dir}"])
     with pytest.raises(UserError, match="gold self-test failed"):
