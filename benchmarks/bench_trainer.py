@@ -1,39 +1,56 @@
-"""Kit trainer vs a plain TRL GRPOTrainer script: same model, config, data and seed, on CPU, alternating.
+"""Kit trainer vs plain TRL GRPOTrainer scripts on CPU: same model, LoRA, data, batch, completion length and seed.
 
-Prints the median per-step time of each and the ratio kit/plain (goal <= 1.02). Step times are TRL's own
-``step_time`` metric; the first step of each run (warm-up) is dropped.
+Two comparisons, each in alternating rounds, median of TRL's own per-step ``step_time`` (first step of each run,
+the warm-up, dropped):
 
-    .venv/bin/python benchmarks/bench_trainer.py [--rounds 3] [--steps 4] [--model embedded]
+- ``overhead``: the kit path vs a plain script with the *same* GRPOConfig values (goal: ratio <= 1.02).
+- ``profile``: the kit's ``cpu`` profile vs a plain script with TRL's *default* GRPOConfig (on CPU that is
+  bf16 autocast everywhere and gradient checkpointing on). Goal: ratio <= 0.7. Kit runs that add the profile's
+  settings one at a time say what each setting bought.
+
+Both sides use the demo's learning rate (a learning rate is not a speed setting, but it changes how long the
+completions get, so it must match).
+
+    .venv/bin/python benchmarks/bench_trainer.py [--compare overhead profile] [--rounds 3] [--steps 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
-SETTINGS = ["max_completion_length=16", "per_device_train_batch_size=8", "num_generations=4", "save_strategy=no",
-            "evaluate=false"]
+SHAPE = ["max_completion_length=16", "per_device_train_batch_size=8", "num_generations=8"]
+COMMON = [*SHAPE, "save_strategy=no", "evaluate=false", "health=false"]
+# Kit runs for the profile comparison: from TRL's defaults to the kit's cpu profile, one setting at a time.
+OFF = ["cpu_threads=null", "cpu_autocast_training=false", "shared_prefill=false"]
+LADDER = [
+    ("kit with TRL's defaults", ["bf16=true", "gradient_checkpointing=true", *OFF]),
+    ("+ gradient_checkpointing=false", ["bf16=true", *OFF]),
+    ("+ bf16 autocast for training only", ["cpu_threads=null", "shared_prefill=false"]),
+    ("+ shared_prefill", ["cpu_threads=null"]),
+    ("+ cpu_threads=auto (= cpu profile)", []),
+]
 
 
-def kit_run(target_model: str, steps: int) -> list[float]:
-    """The kit's own path: resolve_config -> train (checks, loader, callbacks, artifacts)."""
+def kit_run(model: str, steps: int, extra: list[str]) -> list[float]:
+    """The kit's own path: resolve_config -> train (checks, loader, callbacks, speed-ups, artifacts)."""
     from grpo_fast.resolve import resolve_config
+    from grpo_fast.rundir import read_jsonl
     from grpo_fast.train import train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = resolve_config("demo", [f"model={target_model}", f"max_steps={steps}", f"run_dir={tmp}/run", *SETTINGS])
+        cfg = resolve_config("demo", [f"model={model}", f"max_steps={steps}", f"run_dir={tmp}/run", "profile=cpu",
+                                      *COMMON, *extra])
         train(cfg)
-        from pathlib import Path
-
-        from grpo_fast.rundir import read_jsonl
-
         return [m["step_time"] for m in read_jsonl(Path(tmp) / "run" / "metrics.jsonl")][1:]
 
 
-def plain_run(target_model: str, steps: int) -> list[float]:
-    """What a user writes with TRL alone: same rows, rewards, LoRA and GRPOConfig values."""
+def plain_run(model: str, steps: int, same_config: bool, extra: tuple[str, ...] = ()) -> list[float]:
+    """What a user writes with TRL alone: the same rows, rewards and LoRA; GRPOConfig the kit's or TRL's defaults."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -44,39 +61,78 @@ def plain_run(target_model: str, steps: int) -> list[float]:
     from grpo_fast.recipes import demo
     from grpo_fast.resolve import resolve_config
 
-    cfg = resolve_config("demo", [f"model={target_model}", f"max_steps={steps}", *SETTINGS])
+    cfg = resolve_config("demo", [f"model={model}", f"max_steps={steps}", "profile=cpu", *COMMON, *extra])
     rows = prepare(cfg).train_rows  # the same rows the kit trains on
-    path = resolve_model_path(target_model)
+    path = resolve_model_path(model)
     with tempfile.TemporaryDirectory() as tmp:
-        args = GRPOConfig(output_dir=tmp, seed=cfg.seed, reward_weights=demo.RECIPE.reward_weights, **cfg.grpo)
+        if same_config:
+            settings = dict(cfg.grpo)
+        else:  # TRL's defaults; use_cpu because TRL's default bf16 refuses to start on CPU without it
+            g = cfg.grpo
+            settings = {"use_cpu": True, "max_steps": steps, "learning_rate": g["learning_rate"],
+                        "per_device_train_batch_size": g["per_device_train_batch_size"],
+                        "num_generations": g["num_generations"], "max_completion_length": g["max_completion_length"],
+                        "logging_steps": 1, "save_strategy": "no", "report_to": "none"}
+        args = GRPOConfig(output_dir=tmp, seed=cfg.seed, reward_weights=demo.REWARDS.weights, **settings)
         trainer = GRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(path), processing_class=AutoTokenizer.from_pretrained(path),
-            reward_funcs=[demo.answer_tags, demo.sum_correct], args=args, train_dataset=Dataset.from_list(rows),
+            reward_funcs=demo.REWARDS.funcs, args=args, train_dataset=Dataset.from_list(rows),
             peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"),
         )
         trainer.train()
         return [h["step_time"] for h in trainer.state.log_history if "step_time" in h][1:]
 
 
+def alternate(runs: list[tuple[str, object]], rounds: int) -> dict[str, list[float]]:
+    """Run every entry once per round, rotating the order each round; collect step times by name."""
+    import torch
+
+    threads = torch.get_num_threads()  # cpu_threads=auto changes it process-wide: every run starts from the same
+    times: dict[str, list[float]] = {name: [] for name, _ in runs}
+    for round_ in range(rounds):
+        shift = round_ % len(runs)
+        for name, fn in runs[shift:] + runs[:shift]:
+            torch.set_num_threads(threads)
+            got = fn()
+            times[name].extend(got)
+            print(f"round {round_ + 1} {name}: step times {[round(t, 2) for t in got]} "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare", nargs="+", choices=["overhead", "profile"], default=["overhead", "profile"])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model", default="embedded")
     args = parser.parse_args()
-    kit, plain = [], []
     start = time.time()
-    for round_ in range(args.rounds):
-        order = [("plain", plain_run, plain), ("kit", kit_run, kit)]
-        if round_ % 2:
-            order.reverse()
-        for name, fn, sink in order:
-            times = fn(args.model, args.steps)
-            sink.extend(times)
-            print(f"round {round_ + 1} {name:5s}: step times {[round(t, 2) for t in times]}", flush=True)
-    k, p = statistics.median(kit), statistics.median(plain)
-    print(f"\nmedian s/step: kit {k:.3f}  plain TRL {p:.3f}  ratio kit/plain {k / p:.3f} (goal <= 1.02)")
-    print(f"{len(kit)} kit steps, {len(plain)} plain steps, {time.time() - start:.0f} s in all")
+    lines = []
+    if "overhead" in args.compare:
+        same = tuple(LADDER[0][1])  # the kit's speed-ups off: both sides run one GRPOConfig
+        t = alternate([("plain (same config)", lambda: plain_run(args.model, args.steps, True, same)),
+                       ("kit", lambda: kit_run(args.model, args.steps, list(same)))], args.rounds)
+        k, p = statistics.median(t["kit"]), statistics.median(t["plain (same config)"])
+        lines.append(f"overhead: median s/step kit {k:.3f}  plain TRL, same config {p:.3f}  ratio {k / p:.3f} "
+                     "(goal <= 1.02)")
+    if "profile" in args.compare:
+        runs = [("plain TRL default GRPOConfig", lambda: plain_run(args.model, args.steps, False))]
+        runs += [(name, lambda extra=extra: kit_run(args.model, args.steps, extra)) for name, extra in LADDER]
+        t = alternate(runs, args.rounds)
+        plain = statistics.median(t["plain TRL default GRPOConfig"])
+        lines.append(f"profile: median s/step plain TRL default GRPOConfig {plain:.3f}")
+        previous = None
+        for name, _ in LADDER:
+            m = statistics.median(t[name])
+            bought = f", {m - previous:+.3f} s/step for this setting" if previous is not None else ""
+            lines.append(f"  {name:38s} {m:.3f} s/step  ratio to plain default {m / plain:.3f}{bought}")
+            previous = m
+        lines.append(f"profile: kit cpu profile / plain TRL default = {previous / plain:.3f} (goal <= 0.7); "
+                     f"{os.cpu_count()} cores")
+    print("\n" + "\n".join(lines))
+    print(f"{args.rounds} rounds x {args.steps} steps, {time.time() - start:.0f} s in all, "
+          f"load average now {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

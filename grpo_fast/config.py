@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -148,6 +148,12 @@ class RunConfig(_Section):
     """[min, max] for adaptive reward weights."""
     difficulty_filter: int = Field(0, ge=0)
     """k >= 2: sample k completions per prompt with the base model first; drop prompts always or never solved."""
+    cpu_threads: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
+    """CPU only: torch threads; `auto` uses the cores not busy with other jobs (sampled); unset: torch's."""
+    cpu_autocast_training: bool = False
+    """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
+    shared_prefill: bool = False
+    """Prefill each distinct prompt once per generation batch and share its KV cache across its completions."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

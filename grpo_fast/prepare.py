@@ -50,8 +50,17 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     rows, duplicates = data.dedupe(rows)
     tokenizer = models.load_tokenizer(cfg.model)
     rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
-    n_eval = holdout_size(cfg, len(rows), report)
-    train_rows, eval_rows = data.split_holdout(rows, n_eval, cfg.seed)
+    if recipe.holdout is not None and cfg.dataset is None:
+        train_rows = rows
+        eval_rows, _ = data.filter_long_prompts(recipe.holdout(cfg, rows), tokenizer, cfg.max_prompt_tokens)
+        if len(eval_rows) < cfg.eval_rows:
+            if cfg.set_by_user("eval_rows"):
+                raise UserError(f"eval_rows={cfg.eval_rows} but recipe {recipe.name} has only {len(eval_rows)} "
+                                "questions that training does not use", cfg.where("eval_rows"),
+                                f"set eval_rows to {len(eval_rows)} or less")
+            report.append(f"eval_rows {cfg.eval_rows} -> {len(eval_rows)}: all the questions training does not use")
+    else:
+        train_rows, eval_rows = data.split_holdout(rows, holdout_size(cfg, len(rows), report), cfg.seed)
     report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
     report.append(stats.line())
     rewards = run_rewards(cfg, recipe)

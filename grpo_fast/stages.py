@@ -39,17 +39,20 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from trl import GRPOTrainer
 
     from grpo_fast.callbacks import StopOnRewardFailure
+    from grpo_fast.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
 
     output_dir = checkpoints.output_dir(run_dir, stage)
     args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
         train_dataset=Dataset.from_list(prep.train_rows),
         callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
     )
+    apply_speedups(trainer, cfg)
+    return trainer
 
 
 def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, *, staged: bool, offset: int,

@@ -30,7 +30,8 @@ YAML_CASES = [
 CLI_CASES = [
     (["learning_rate=-0.1"], ["learning_rate", "greater than 0"]),
     (["max_completion_length=0"], ["max_completion_length", "greater than or equal to 1"]),
-    (["eval_rows=100000"], ["eval_rows=100000", "at most a quarter"]),
+    (["eval_rows=100000"], ["eval_rows=100000", "questions that training does not use"]),
+    (["eval_rows=100000", "recipe=qa"], ["eval_rows=100000", "at most a quarter"]),
     (["eval_rows=0"], ["eval_rows", "evaluate: false"]),
     (["num_generations=1"], ["num_generations", "greater than or equal to 2", "compares completions"]),
     (["per_device_train_batch_size=3"], ["divisible", "num_generations"]),
@@ -95,7 +96,8 @@ def test_kit_choices_are_reported_once(tiny_model_dir, tmp_path):
                             for i in range(40)))
     report = prepare(resolve_config("qa", [f"model={tiny_model_dir}", f"dataset={data}"])).report
     assert [line for line in report if line.startswith("profile cpu")] == [
-        "profile cpu (no GPU): bf16=False, use_cpu=True"]
+        "profile cpu (no GPU): bf16=False, use_cpu=True, gradient_checkpointing=False, cpu_threads=auto, "
+        "cpu_autocast_training=True, shared_prefill=True"]
     assert "eval_rows 16 -> 10: at most a quarter of the 40 rows is held out" in report
 
 

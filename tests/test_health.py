@@ -139,7 +139,7 @@ def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "health={window: 3, max_kl: 0.2}", "on_alarm=stop"])
     prep = prepare(cfg)
     monitor = HealthMonitor.for_run(None, cfg.health, prep.rewards, cfg.on_alarm)
-    assert (monitor.format_reward, monitor.correctness_reward) == ("answer_tags", "sum_correct")
+    assert (monitor.format_reward, monitor.correctness_reward) == ("just_the_number", "sum_correct")
     assert monitor.reward_max == prep.rewards.max_total == 3.0
     assert (monitor.window, monitor.max_kl, monitor.trend_window, monitor.on_alarm) == (3, 0.2, 20, "stop")
 

@@ -14,7 +14,7 @@ def sample_rows(name: str) -> list[dict]:
     return get_recipe(name).rows(RunConfig(recipe=name))
 
 
-@pytest.mark.parametrize("name", ["math", "code", "summarization", "qa"])  # TODO demo after its redesign
+@pytest.mark.parametrize("name", ["math", "code", "summarization", "qa", "demo"])
 def test_recipes_pass_their_own_check(name):
     recipe = get_recipe(name)
     report = run_check(recipe.rewards, sample_rows(name), gold=recipe.gold, probes=recipe.probes,

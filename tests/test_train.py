@@ -18,7 +18,7 @@ from grpo_fast.resolve import resolve_config
 from grpo_fast.train import train
 
 
-def _assert_run_dir(run_dir, steps, rewards=("answer_tags", "sum_correct")):
+def _assert_run_dir(run_dir, steps, rewards=("just_the_number", "sum_correct", "sum_mentioned")):
     for name in ("config.yaml", "versions.json", "metrics.jsonl", "samples.jsonl", "reward_curve.png",
                  "summary.json", "adapter/adapter_model.safetensors", "adapter/adapter_config.json"):
         assert (run_dir / name).exists(), name
@@ -64,8 +64,8 @@ def test_gold_self_test_refuses_a_broken_reward(tiny_model_dir, in_tmp, monkeypa
         return [0.0] * len(completions)
 
     never_right.__name__ = "sum_correct"
-    never_right.reward_range = (0.0, 2.0)
-    rewards = dataclasses.replace(demo.REWARDS, rewards=((demo.answer_tags, 1.0), (never_right, 1.0)))
+    never_right.reward_range = (0.0, 1.0)
+    rewards = dataclasses.replace(demo.REWARDS, rewards=((demo.just_the_number, 0.5), (never_right, 2.0)))
     broken = dataclasses.replace(demo.RECIPE, rewards=rewards)
     monkeypatch.setattr(demo, "RECIPE", broken)
     cfg = resolve_config("demo", [f"model={tiny_model_dir}"])

@@ -45,8 +45,11 @@ def test_adaptive_weights_move_and_are_logged(tiny_model_dir, in_tmp):
 
 
 def test_difficulty_filter_reports_and_refuses_when_nothing_is_left(tiny_model_dir, in_tmp, capsys):
-    cfg = resolve_config("demo", [f"model={tiny_model_dir}", *TINY, "max_steps=1", "difficulty_filter=2"])
+    (in_tmp / "never.py").write_text("def never(completions, **kwargs):\n    return [0.0] * len(completions)\n\n"
+                                     "never.reward_kind = 'correctness'\n")
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", *TINY, "max_steps=1", "difficulty_filter=2",
+                                  f"rewards=[{in_tmp / 'never.py'}:never]"])
     with pytest.raises(UserError, match="never solved: nothing left"):
-        train(cfg)  # a random tiny model never solves an addition
+        train(cfg, force=True)  # a judge nothing satisfies: every prompt is "never solved"
     assert "difficulty filter (k=2): kept 0 of" in capsys.readouterr().out
     assert not (in_tmp / "runs").exists()

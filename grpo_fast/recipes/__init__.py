@@ -42,6 +42,12 @@ class Recipe:
     (mean correctness score, for graded tasks such as ROUGE)."""
     required: tuple[str, ...] = ("prompt",)
     """Columns every mapped row must have, non-empty."""
+    holdout: Callable[[Any, list[dict]], list[dict]] | None = None
+    """Generated tasks: (config, training rows) -> held-out rows of the same kind, disjoint from training,
+    used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
+    holdout: Callable[[Any, list[dict]], list[dict]] | None = None
+    """Generated tasks: (config, training rows) -> held-out rows of the same kind, disjoint from training.
+    Used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
     defaults: dict[str, Any] = field(default_factory=dict)
     """Config defaults for this task (any RunConfig or GRPOConfig key)."""
 

@@ -1,0 +1,124 @@
+"""Regenerate README's "What the demo shows" table and docs/demo_reward_curve.png from bench_demo.py's results.
+
+Every figure comes from the runs' own artifacts (eval.json, summary.json, metrics.jsonl) via the results file;
+nothing is typed by hand. The README text between the two `demo-figures` markers is replaced.
+
+    .venv/bin/python benchmarks/demo_readme.py [--results runs/bench_demo.json] [--readme README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+from pathlib import Path
+
+BEGIN, END = "<!-- demo-figures:begin (benchmarks/demo_readme.py) -->", "<!-- demo-figures:end -->"
+IMAGE = Path("docs/demo_reward_curve.png")
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot(results: list[dict], path: Path) -> None:
+    """Per seed: total reward per step (smoothed) and held-out greedy accuracy before (step 0) and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpo_fast.report import smooth
+
+    fig, reward_ax = plt.subplots(figsize=(8, 4.2))
+    acc_ax = reward_ax.twinx()
+    for i, r in enumerate(results):
+        color = f"C{i}"
+        metrics = [m for m in read_metrics(r["run_dir"]) if m.get("reward") is not None]
+        steps = [m["step"] for m in metrics]
+        rewards = [m["reward"] for m in metrics]
+        reward_ax.plot(steps, rewards, color=color, alpha=0.2, linewidth=1)
+        reward_ax.plot(steps, smooth(rewards), color=color, linewidth=2, label=f"seed {r['seed']}: reward (smoothed)")
+        acc_ax.plot([0, r["steps"]], [r["base_accuracy"], r["trained_accuracy"]], color=color, linestyle="--",
+                    marker="o", markersize=7)
+        acc_ax.annotate(f"{r['trained_accuracy']:.0%}", (r["steps"], r["trained_accuracy"]), color=color,
+                        textcoords="offset points", xytext=(6, -4 + 12 * (i - 1)), fontsize=9)
+        acc_ax.annotate(f"{r['base_accuracy']:.0%}", (0, r["base_accuracy"]), color=color,
+                        textcoords="offset points", xytext=(-34, -4 + 12 * (i - 1)), fontsize=9)
+    reward_ax.set_xlabel("training step")
+    reward_ax.set_ylabel(f"mean total reward (max {results[0].get('reward_max', 3.0):g})")
+    acc_ax.set_ylabel("held-out greedy accuracy (dashed: base -> trained)")
+    acc_ax.set_ylim(-0.02, 1.02)
+    reward_ax.set_ylim(bottom=0)
+    reward_ax.legend(loc="upper left", fontsize=8)
+    reward_ax.set_title("grpo_fast demo: reward per step, held-out accuracy before and after")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def section(data: dict, torch_version: str) -> str:
+    results = data["results"]
+    rises = [r["rise"] for r in results]
+    rows = [
+        f"| {r['seed']} | {r['base_accuracy']:.0%} → **{r['trained_accuracy']:.0%}** ({r['rise'] * 100:+.0f} pts) "
+        f"| {r['base_format']:.0%} → {r['trained_format']:.0%} | {r['train_s']:.0f} s ({r['steps']} steps) "
+        f"| {r['command_s'] / 60:.1f} min | {r['load_before']:.1f} → {r['load_after']:.1f} |"
+        for r in results
+    ]
+    held = results[0]["rows"]
+    return "\n".join([
+        BEGIN,
+        f"Measured by `benchmarks/bench_demo.py` on {data['finished']}: {cpu_name()}, {data['cpus']} cores "
+        f"(shared with other jobs: load average in the last column), torch {torch_version} CPU. Each seed is one "
+        f"`grpo-fast train demo seed=S`; accuracy is greedy, on {held} held-out questions no training question "
+        "shares.",
+        "",
+        "| seed | held-out accuracy, base → trained | format, base → trained | training | whole command "
+        "| load avg |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        f"Accuracy rise: mean {statistics.mean(rises) * 100:+.0f} points, minimum {min(rises) * 100:+.0f} points. "
+        "The whole command includes model loading, checks, both evaluations and the report.",
+        "",
+        f"![reward curve and held-out accuracy]({IMAGE.as_posix()})",
+        END,
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default="runs/bench_demo.json")
+    parser.add_argument("--readme", default="README.md")
+    args = parser.parse_args()
+    import torch
+
+    data = json.loads(Path(args.results).read_text())
+    readme = Path(args.readme)
+    plot(data["results"], readme.parent / IMAGE)
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{readme} has no {BEGIN} ... {END} block to replace")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(head + section(data, torch.__version__.split("+")[0]) + tail)
+    print(f"updated {readme} and {readme.parent / IMAGE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The CPU speed-ups change how a step is computed, never what it computes."""
+
+from __future__ import annotations
+
+import torch
+from tiny import tiny_model, tiny_tokenizer
+
+from grpo_fast.cpu_speed import prefill_shared, shared_prompt_prefill
+
+
+def _batch(tok, prompts):
+    tok.padding_side = "left"
+    return tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+
+
+def test_shared_prefill_generates_the_same_tokens_as_a_full_prefill():
+    tok = tiny_tokenizer()
+    model = tiny_model(tok).eval()
+    # two prompts of different lengths (left padding), each repeated as GRPO repeats a group
+    batch = _batch(tok, ["What is 2 + 2?"] * 3 + ["Summarize the document about the park."] * 3)
+    with torch.no_grad():
+        plain = model.generate(**batch, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
+        shared_prompt_prefill(model)
+        calls = []
+        model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(tuple(kwargs["input_ids"].shape)),
+                                        with_kwargs=True)
+        shared = model.generate(**batch, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert torch.equal(plain, shared)
+    width = batch["input_ids"].shape[1]
+    assert calls[:2] == [(2, width - 1), (6, 1)]  # one prefill of the two distinct prompts, then decoding
+
+
+def test_shared_prefill_computes_each_distinct_prompt_once():
+    tok = tiny_tokenizer()
+    model = tiny_model(tok).eval()
+    seen = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[0]),
+                                    with_kwargs=True)
+    batch = _batch(tok, ["a b c d"] * 4 + ["e f g"] * 4)
+    cache = prefill_shared(model, batch["input_ids"], batch["attention_mask"])
+    assert seen == [2]  # one forward over the two distinct rows
+    assert cache.get_seq_length() == batch["input_ids"].shape[1] - 1
+    assert cache.layers[0].keys.shape[0] == 8  # expanded to every row of the batch
+    assert prefill_shared(model, batch["input_ids"][::4], batch["attention_mask"][::4]) is None  # all distinct
+
+
+def test_busy_aware_threads_leaves_busy_cores_alone():
+    from grpo_fast.cpu_speed import busy_aware_threads
+
+    assert busy_aware_threads(cores=2, busy=0.1) == 2  # idle: every core
+    assert busy_aware_threads(cores=2, busy=1.2) == 1
+    assert busy_aware_threads(cores=2, busy=7.0) == 1  # never fewer than one
+    assert busy_aware_threads(cores=16, busy=4.0) == 12
+
+
+def test_busy_cores_reads_a_share_of_the_machine():
+    import os
+
+    from grpo_fast.cpu_speed import busy_cores
+
+    assert 0.0 <= busy_cores(window=0.2) <= (os.cpu_count() or 1) + 1e-9
