@@ -26,12 +26,13 @@ from pathlib import Path
 SHAPE = ["max_completion_length=16", "per_device_train_batch_size=8", "num_generations=8"]
 COMMON = [*SHAPE, "save_strategy=no", "evaluate=false", "health=false"]
 # Kit runs for the profile comparison: from TRL's defaults to the kit's cpu profile, one setting at a time.
-OFF = ["cpu_threads=null", "cpu_autocast_training=false", "shared_prefill=false"]
+OFF = ["cpu_threads=null", "cpu_autocast_training=false", "shared_prefill=false", "merged_generation=false"]
 LADDER = [
     ("kit with TRL's defaults", ["bf16=true", "gradient_checkpointing=true", *OFF]),
     ("+ gradient_checkpointing=false", ["bf16=true", *OFF]),
-    ("+ bf16 autocast for training only", ["cpu_threads=null", "shared_prefill=false"]),
-    ("+ shared_prefill", ["cpu_threads=null"]),
+    ("+ bf16 autocast for training only", OFF[:1] + OFF[2:]),
+    ("+ shared_prefill", ["cpu_threads=null", "merged_generation=false"]),
+    ("+ merged_generation", ["cpu_threads=null"]),
     ("+ cpu_threads=auto (= cpu profile)", []),
 ]
 

@@ -1,4 +1,5 @@
-"""Regenerate README's "What the demo shows" table and docs/demo_reward_curve.png from bench_demo.py's results.
+"""Regenerate README's "What the demo shows" table, docs/demo_reward_curve.png and docs/report_first_screen.png
+(the first seed's report.html in headless chromium, 1280x800) from bench_demo.py's results.
 
 Every figure comes from the runs' own artifacts (eval.json, summary.json, metrics.jsonl) via the results file;
 nothing is typed by hand. The README text between the two `demo-figures` markers is replaced.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 BEGIN, END = "<!-- demo-figures:begin (benchmarks/demo_readme.py) -->", "<!-- demo-figures:end -->"
 IMAGE = Path("docs/demo_reward_curve.png")
+SCREEN = Path("docs/report_first_screen.png")
 
 
 def cpu_name() -> str:
@@ -71,7 +73,30 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def section(data: dict, torch_version: str) -> str:
+def screenshot(report: Path, path: Path) -> bool:
+    """The report's first screen as a 1280x800 browser shows it; False where chromium/chromedriver are missing."""
+    import shutil
+
+    chromium, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if not (chromium and driver and report.exists()):
+        return False
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800"):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(options=options, service=Service(driver))
+    try:
+        browser.get(report.resolve().as_uri())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return browser.save_screenshot(str(path))
+    finally:
+        browser.quit()
+
+
+def section(data: dict, torch_version: str, shot: bool) -> str:
     results = data["results"]
     rises = [r["rise"] for r in results]
     rows = [
@@ -97,6 +122,8 @@ def section(data: dict, torch_version: str) -> str:
         "The whole command includes model loading, checks, both evaluations and the report.",
         "",
         f"![reward curve and held-out accuracy]({IMAGE.as_posix()})",
+        *([f"\nThe first screen of seed {results[0]['seed']}'s `report.html`: ![report]({SCREEN.as_posix()})"]
+          if shot else []),
         END,
     ])
 
@@ -111,13 +138,15 @@ def main() -> None:
     data = json.loads(Path(args.results).read_text())
     readme = Path(args.readme)
     plot(data["results"], readme.parent / IMAGE)
+    shot = screenshot(Path(data["results"][0]["run_dir"]) / "report.html", readme.parent / SCREEN)
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{readme} has no {BEGIN} ... {END} block to replace")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(head + section(data, torch.__version__.split("+")[0]) + tail)
-    print(f"updated {readme} and {readme.parent / IMAGE}")
+    readme.write_text(head + section(data, torch.__version__.split("+")[0], shot) + tail)
+    print(f"updated {readme}, {readme.parent / IMAGE}" + (f" and {readme.parent / SCREEN}" if shot else
+                                                          " (no chromium: no report screenshot)"))
 
 
 if __name__ == "__main__":

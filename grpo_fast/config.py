@@ -154,6 +154,8 @@ class RunConfig(_Section):
     """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
     shared_prefill: bool = False
     """Prefill each distinct prompt once per generation batch and share its KV cache across its completions."""
+    merged_generation: bool = False
+    """Generate (transformers path) with LoRA merged into temporary weight copies: one matmul per layer, not three."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

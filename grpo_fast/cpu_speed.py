@@ -1,4 +1,4 @@
-"""Two CPU speed-ups for TRL's GRPOTrainer that its config cannot express, applied to a built trainer.
+"""CPU speed-ups for TRL's GRPOTrainer that its config cannot express, applied to a built trainer.
 
 On CPU a GRPO step is generation (prefill + decoding) plus the training forward and backward. TRL's
 ``bf16=True`` wraps the model's forward in autocast everywhere, generation included; and it hands
@@ -8,6 +8,9 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
   generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays.
 - ``shared_prompt_prefill``: prefill each distinct prompt once, then copy its KV cache to the group's rows
   before decoding. Same tokens in, same distribution out; the prompt's prefill cost falls by the group size.
+- ``merged_lora_generation``: generate with each LoRA delta folded into a temporary copy of its base weight, so
+  a decoding step runs one matmul per linear layer instead of three (plus dropout, scale and add). The
+  trained weights are never touched (the copies are dropped after ``generate``); only rounding differs.
 
 Measured figures are in ``benchmarks/bench_trainer.py``.
 """
@@ -79,8 +82,44 @@ def prefill_shared(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return cache
 
 
+def merged_lora_generation(model: Any) -> bool:
+    """Make ``model.generate`` run on merged copies of its LoRA linear layers; False (unchanged) when the model
+    is not a plain-LoRA PEFT model (DoRA, quantized or non-linear LoRA layers keep peft's own path)."""
+    import torch
+    from peft.tuners.lora import Linear, LoraLayer
+
+    layers = [m for m in model.modules() if isinstance(m, LoraLayer)]
+    plain = all(type(m) is Linear and not any(m.use_dora.values()) and not any(m.lora_bias.values())
+                for m in layers)
+    if not layers or not plain or not hasattr(model, "disable_adapter"):
+        return False
+    original = model.generate
+
+    @functools.wraps(original)
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        swapped = []
+        try:
+            with torch.no_grad():
+                for m in layers:
+                    active = [a for a in m.active_adapters if a in m.lora_A]
+                    if active:
+                        base = m.base_layer
+                        merged = base.weight + sum(m.get_delta_weight(a) for a in active)
+                        swapped.append((base, base.weight))
+                        base.weight = torch.nn.Parameter(merged, requires_grad=False)
+            with model.disable_adapter():
+                return original(*args, **kwargs)
+        finally:
+            for base, weight in swapped:
+                base.weight = weight
+
+    model.generate = generate
+    return True
+
+
 def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
-    """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``)."""
+    """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``,
+    ``merged_generation``)."""
     import torch
 
     applied = []
@@ -94,6 +133,8 @@ def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
     if cfg.shared_prefill and not cfg.args.use_vllm:
         shared_prompt_prefill(trainer.model)
         applied.append("shared_prefill")
+    if cfg.merged_generation and not cfg.args.use_vllm and merged_lora_generation(trainer.model):
+        applied.append("merged_generation")
     if applied:
         print("speed-ups: " + ", ".join(applied), flush=True)
     return applied

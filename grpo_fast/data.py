@@ -149,6 +149,8 @@ def prompt_lengths(rows: list[dict], tokenizer: Any) -> list[int]:
 
 def filter_long_prompts(rows: list[dict], tokenizer: Any, limit: int) -> tuple[list[dict], PromptStats]:
     """Replace TRL's removed ``max_prompt_length``: drop (not truncate) prompts over the limit, and say so."""
+    if not rows:
+        return [], PromptStats(0, 0, 0, 0, limit)
     lengths = prompt_lengths(rows, tokenizer)
     ordered = sorted(lengths)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731

@@ -52,7 +52,8 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
-        eval_rows, _ = data.filter_long_prompts(recipe.holdout(cfg, rows), tokenizer, cfg.max_prompt_tokens)
+        wanted = recipe.holdout(cfg, rows) if cfg.evaluate or cfg.eval_rows else []
+        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
                 raise UserError(f"eval_rows={cfg.eval_rows} but recipe {recipe.name} has only {len(eval_rows)} "

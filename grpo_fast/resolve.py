@@ -32,7 +32,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # measured in benchmarks/bench_trainer.py: no checkpointing (nothing to save on CPU RAM), bf16 for the
     # training pass only (AMX), one prefill per prompt group, threads on the cores other jobs leave free
     "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_threads": "auto",
-            "cpu_autocast_training": True, "shared_prefill": True},
+            "cpu_autocast_training": True, "shared_prefill": True, "merged_generation": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
                "vllm_gpu_memory_utilization": 0.5},

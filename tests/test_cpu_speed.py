@@ -59,3 +59,54 @@ def test_busy_cores_reads_a_share_of_the_machine():
     from grpo_fast.cpu_speed import busy_cores
 
     assert 0.0 <= busy_cores(window=0.2) <= (os.cpu_count() or 1) + 1e-9
+
+
+def _lora(model):
+    from peft import LoraConfig, get_peft_model
+
+    # random B (init_lora_weights=False): the adapter really changes the model, as after some training
+    return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False))
+
+
+def test_merged_generation_scores_like_the_adapter_and_leaves_the_trained_weights_alone():
+    from grpo_fast.cpu_speed import merged_lora_generation
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = _lora(tiny_model(tok)).eval()
+    batch = _batch(tok, ["What is 2 + 2?"] * 2 + ["Summarize the document about the park."] * 2)
+    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id, output_scores=True,
+                  return_dict_in_generate=True)
+    with torch.no_grad():
+        plain = model.generate(**batch, **kwargs)
+        with model.disable_adapter():
+            base = model.generate(**batch, **kwargs)
+    weights = {n: p for n, p in model.named_parameters()}
+    before = {n: p.detach().clone() for n, p in weights.items()}
+    assert merged_lora_generation(model)
+    lora_calls = []
+    for name, module in model.named_modules():
+        if name.endswith("lora_A.default"):
+            module.register_forward_hook(lambda *a: lora_calls.append(1))
+    with torch.no_grad():
+        merged = model.generate(**batch, **kwargs)
+    assert lora_calls == []  # the adapter's own matmuls did not run: the merged copies did the work
+    assert torch.equal(plain.sequences, merged.sequences)
+    assert torch.allclose(torch.stack(plain.scores), torch.stack(merged.scores), atol=1e-4)
+    assert not torch.allclose(torch.stack(base.scores), torch.stack(merged.scores), atol=1e-2)  # adapter applied
+    after = dict(model.named_parameters())
+    assert all(after[n] is weights[n] and torch.equal(after[n], before[n]) for n in weights)  # same tensors, values
+    assert all(p.requires_grad == ("lora_" in n) for n, p in after.items())
+    q_proj = model.base_model.model.model.layers[0].self_attn.q_proj
+    assert model.active_adapters == ["default"] and not q_proj.disable_adapters  # the adapter is back on
+
+
+def test_merged_generation_declines_what_it_cannot_merge():
+    from peft import LoraConfig, get_peft_model
+
+    from grpo_fast.cpu_speed import merged_lora_generation
+
+    tok = tiny_tokenizer()
+    dora = get_peft_model(tiny_model(tok), LoraConfig(r=4, target_modules="all-linear", use_dora=True))
+    assert not merged_lora_generation(dora)
+    assert not merged_lora_generation(tiny_model(tok))  # no adapter at all

@@ -18,7 +18,7 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     out = tmp_path / "acceptance.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--reduced", "--out", str(out)], capture_output=True,
                           text=True, timeout=1800, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     report = json.loads(out.read_text())
     assert report["mode"] == "reduced" and report["setup"]["status"] == "skipped"
     assert report["environment"]["versions"]["trl"] == "1.14.2"

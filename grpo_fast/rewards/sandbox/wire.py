@@ -221,8 +221,9 @@ def _safe_dtype(*args: Any) -> Any:
     return dt
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """The judge's decoder: only the globals listed above, the setup module's classes and the markers."""
+class _MarkedUnpickler(pickle.Unpickler):
+    """One frame's decoder: this module's markers map to the meanings the reading side gives them; every other
+    global is resolved by ``resolve``."""
 
     def __init__(self, data: bytes, markers: dict[str, Any]) -> None:
         super().__init__(io.BytesIO(data))
@@ -231,6 +232,16 @@ class RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if module == __name__ and name in self.markers:
             return self.markers[name]
+        return self.resolve(module, name)
+
+    def resolve(self, module: str, name: str) -> Any:
+        return super().find_class(module, name)
+
+
+class RestrictedUnpickler(_MarkedUnpickler):
+    """The judge's decoder: only the globals listed above, the setup module's classes and the markers."""
+
+    def resolve(self, module: str, name: str) -> Any:
         if module == "builtins":
             obj = getattr(builtins, name, None)
             if name in _BUILTIN_VALUES or (isinstance(obj, type) and issubclass(obj, BaseException)):
@@ -253,17 +264,9 @@ def loads_restricted(data: bytes, markers: dict[str, Any]) -> Any:
     return RestrictedUnpickler(data, markers).load()
 
 
-class TrustingUnpickler(pickle.Unpickler):
-    """The candidate side's decoder (its input comes from the judge): markers map to local meanings."""
-
-    def __init__(self, data: bytes, markers: dict[str, Any]) -> None:
-        super().__init__(io.BytesIO(data))
-        self.markers = markers
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == __name__ and name in self.markers:
-            return self.markers[name]
-        return super().find_class(module, name)
+class TrustingUnpickler(_MarkedUnpickler):
+    """The candidate side's decoder (its input comes from the judge): markers map to local meanings, other
+    globals import as usual."""
 
 
 def base_value(obj: Any) -> Any:
