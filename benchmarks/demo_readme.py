@@ -109,7 +109,7 @@ def section(data: dict, torch_version: str, shot: bool) -> str:
     return "\n".join([
         BEGIN,
         f"Measured by `benchmarks/bench_demo.py` on {data['finished']}: {cpu_name()}, {data['cpus']} cores "
-        f"(shared with other jobs: load average in the last column), torch {torch_version} CPU. Each seed is one "
+        f"(load average in the last column: a run alone reads about 2), torch {torch_version} CPU. Each seed is one "
         f"`grpo-fast train demo seed=S`; accuracy is greedy, on {held} held-out questions no training question "
         "shares.",
         "",
