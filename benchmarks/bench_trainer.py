@@ -31,7 +31,7 @@ LADDER = [
     ("kit with TRL's defaults", ["bf16=true", "gradient_checkpointing=true", *OFF]),
     ("+ gradient_checkpointing=false", ["bf16=true", *OFF]),
     ("+ bf16 autocast for training only", OFF[:1] + OFF[2:]),
-    ("+ shared_prefill", ["cpu_threads=null", "merged_generation=false"]),
+    ("+ shared_prefill (generation + training forward)", ["cpu_threads=null", "merged_generation=false"]),
     ("+ merged_generation", ["cpu_threads=null"]),
     ("+ cpu_threads=auto (= cpu profile)", []),
 ]
@@ -127,7 +127,7 @@ def main() -> None:
         for name, _ in LADDER:
             m = statistics.median(t[name])
             bought = f", {m - previous:+.3f} s/step for this setting" if previous is not None else ""
-            lines.append(f"  {name:38s} {m:.3f} s/step  ratio to plain default {m / plain:.3f}{bought}")
+            lines.append(f"  {name:50s} {m:.3f} s/step  ratio to plain default {m / plain:.3f}{bought}")
             previous = m
         lines.append(f"profile: kit cpu profile / plain TRL default = {previous / plain:.3f} (goal <= 0.7); "
                      f"{os.cpu_count()} cores")

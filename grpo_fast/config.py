@@ -153,7 +153,8 @@ class RunConfig(_Section):
     cpu_autocast_training: bool = False
     """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
     shared_prefill: bool = False
-    """Prefill each distinct prompt once per generation batch and share its KV cache across its completions."""
+    """Compute each distinct prompt once per batch, in generation and in the training forward (without gradient
+    checkpointing): its completions share one copy of its keys and values."""
     merged_generation: bool = False
     """Generate (transformers path) with LoRA merged into temporary weight copies: one matmul per layer, not three."""
     stages: list[dict[str, Any]] | None = None

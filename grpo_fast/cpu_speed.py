@@ -8,6 +8,8 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
   generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays.
 - ``shared_prompt_prefill``: prefill each distinct prompt once, then copy its KV cache to the group's rows
   before decoding. Same tokens in, same distribution out; the prompt's prefill cost falls by the group size.
+- ``shared_prompt_training_forward``: the same for the training forward and backward: a group's completions
+  attend to one copy of their prompt's keys and values, and the prompt's gradient is computed once.
 - ``merged_lora_generation``: generate with each LoRA delta folded into a temporary copy of its base weight, so
   a decoding step runs one matmul per linear layer instead of three (plus dropout, scale and add). The
   trained weights are never touched (the copies are dropped after ``generate``); only rounding differs.
@@ -19,6 +21,17 @@ from __future__ import annotations
 
 import functools
 from typing import Any
+
+
+def mark(wrapper: Any, speedup: str) -> Any:
+    """Tag a wrapper with the speed-up it installs. ``functools.wraps`` copies the tags of the function it wraps,
+    so the outermost wrapper carries every speed-up beneath it (stages share one model: install each once)."""
+    setattr(wrapper, f"grpo_fast_{speedup}", True)
+    return wrapper
+
+
+def installed(fn: Any, speedup: str) -> bool:
+    return getattr(fn, f"grpo_fast_{speedup}", False)
 
 
 def autocast_training_pass(trainer: Any) -> None:
@@ -44,6 +57,8 @@ def shared_prompt_prefill(model: Any) -> None:
     import torch
 
     original = model.generate
+    if installed(original, "shared_prompt_prefill"):
+        return
 
     @functools.wraps(original)
     def generate(*args: Any, input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
@@ -56,7 +71,7 @@ def shared_prompt_prefill(model: Any) -> None:
             return original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         return original(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
 
-    model.generate = generate
+    model.generate = mark(generate, "shared_prompt_prefill")
 
 
 def prefill_shared(model: Any, input_ids: Any, attention_mask: Any) -> Any:
@@ -66,20 +81,66 @@ def prefill_shared(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     exactly where a full prefill would have put it.
     """
     import torch
+
+    with torch.no_grad():
+        return shared_prefix_cache(model, input_ids[:, :-1], attention_mask[:, :-1], generation_positions=True)
+
+
+def shared_prefix_cache(model: Any, prefix_ids: Any, prefix_mask: Any, generation_positions: bool) -> Any:
+    """The KV cache of ``prefix_ids``, computed once per distinct (ids, mask) row and indexed out to every row;
+    None when every row differs. Gradients, where enabled, flow back through the one copy to the weights.
+
+    ``generation_positions``: positions by ``generate``'s rule (cumulative sum of the mask); otherwise the
+    model's default (0..n-1 with padding counted), which is what a training forward without a cache uses.
+    """
+    import torch
     from transformers import DynamicCache
 
-    rows = torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)
+    rows = torch.cat([prefix_ids, prefix_mask.to(prefix_ids.dtype)], dim=1)
     unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
     if unique.shape[0] == rows.shape[0]:
         return None
-    width = input_ids.shape[1]
-    ids, mask = unique[:, :width - 1], unique[:, width:2 * width - 1]
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    width = prefix_ids.shape[1]
+    ids, mask = unique[:, :width], unique[:, width:]
+    positions = (mask.cumsum(-1) - 1).clamp(min=0) if generation_positions else None
     cache = DynamicCache(config=getattr(model, "config", None))
-    with torch.no_grad():
-        model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+    model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
     cache.reorder_cache(inverse)
     return cache
+
+
+def shared_prompt_training_forward(model: Any) -> None:
+    """Make the training/scoring forward (TRL's: ``input_ids``, ``attention_mask``, ``logits_to_keep``, no cache)
+    run each group's shared prompt once: the prompt's keys and values are computed for one copy and every
+    completion of the group attends to them. Same logits and gradients up to rounding; the prompt's share of
+    the forward and backward falls by the group size. Other calls (generation, a given cache, extra tensors such
+    as images) go through unchanged. Needs gradient checkpointing off (checkpointed layers drop the cache).
+    """
+    import torch
+
+    original = model.forward
+    if installed(original, "shared_prompt_training_forward"):
+        return
+
+    @functools.wraps(original)
+    def forward(*args: Any, input_ids: Any = None, attention_mask: Any = None, logits_to_keep: Any = 0,
+                **kwargs: Any) -> Any:
+        keep = logits_to_keep if isinstance(logits_to_keep, int) else 0
+        other_inputs = kwargs.get("use_cache") or kwargs.get("past_key_values") is not None or any(
+            isinstance(v, torch.Tensor) for v in kwargs.values())
+        cache = None
+        if not (args or input_ids is None or attention_mask is None or other_inputs or keep < 1
+                or input_ids.shape[1] - keep < 1):
+            split = input_ids.shape[1] - keep
+            cache = shared_prefix_cache(model, input_ids[:, :split], attention_mask[:, :split],
+                                        generation_positions=False)
+        if cache is None:
+            return original(*args, input_ids=input_ids, attention_mask=attention_mask,
+                            logits_to_keep=logits_to_keep, **kwargs)
+        return original(input_ids=input_ids[:, split:], attention_mask=attention_mask, past_key_values=cache,
+                        logits_to_keep=keep, **kwargs)
+
+    model.forward = mark(forward, "shared_prompt_training_forward")
 
 
 def merged_lora_generation(model: Any) -> bool:
@@ -94,6 +155,8 @@ def merged_lora_generation(model: Any) -> bool:
     if not layers or not plain or not hasattr(model, "disable_adapter"):
         return False
     original = model.generate
+    if installed(original, "merged_lora_generation"):
+        return True  # a second stage on the same model: merging twice would add the adapter twice
 
     @functools.wraps(original)
     def generate(*args: Any, **kwargs: Any) -> Any:
@@ -113,7 +176,7 @@ def merged_lora_generation(model: Any) -> bool:
             for base, weight in swapped:
                 base.weight = weight
 
-    model.generate = generate
+    model.generate = mark(generate, "merged_lora_generation")
     return True
 
 
@@ -133,6 +196,9 @@ def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
     if cfg.shared_prefill and not cfg.args.use_vllm:
         shared_prompt_prefill(trainer.model)
         applied.append("shared_prefill")
+    if cfg.shared_prefill and not cfg.args.gradient_checkpointing:
+        shared_prompt_training_forward(trainer.model)
+        applied.append("shared_prefill (training forward)")
     if cfg.merged_generation and not cfg.args.use_vllm and merged_lora_generation(trainer.model):
         applied.append("merged_generation")
     if applied:

@@ -84,6 +84,7 @@ def test_merged_generation_scores_like_the_adapter_and_leaves_the_trained_weight
     weights = {n: p for n, p in model.named_parameters()}
     before = {n: p.detach().clone() for n, p in weights.items()}
     assert merged_lora_generation(model)
+    assert merged_lora_generation(model)  # a second stage on the same model: installed once, not merged twice
     lora_calls = []
     for name, module in model.named_modules():
         if name.endswith("lora_A.default"):
@@ -110,3 +111,58 @@ def test_merged_generation_declines_what_it_cannot_merge():
     dora = get_peft_model(tiny_model(tok), LoraConfig(r=4, target_modules="all-linear", use_dora=True))
     assert not merged_lora_generation(dora)
     assert not merged_lora_generation(tiny_model(tok))  # no adapter at all
+
+
+def _grpo_batch(tok):
+    """Two prompts of different lengths (left padding), each with three completions (right padding), as TRL
+    concatenates them for the training forward; returns ids, mask and the completion width."""
+    prompts = _batch(tok, ["What is 2 + 2?"] * 3 + ["Summarize the document about the park."] * 3)
+    tok.padding_side = "right"
+    done = tok(["4", "four", "It is 4", "A park.", "Trees and a pond", "Nice"], return_tensors="pt", padding=True,
+               add_special_tokens=False)
+    ids = torch.cat([prompts["input_ids"], done["input_ids"]], dim=1)
+    mask = torch.cat([prompts["attention_mask"], done["attention_mask"]], dim=1)
+    return ids, mask, done["input_ids"].shape[1]
+
+
+def test_shared_prompt_training_forward_gives_the_same_logits_and_gradients():
+    from grpo_fast.cpu_speed import shared_prompt_training_forward
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = _lora(tiny_model(tok)).train()
+    ids, mask, width = _grpo_batch(tok)
+    weights = torch.randn(ids.shape[0], width + 1)
+
+    def logits_and_grads():
+        model.zero_grad()
+        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=width + 1, use_cache=False).logits
+        (torch.log_softmax(logits, -1).amax(-1) * weights).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    plain_logits, plain_grads = logits_and_grads()
+    shared_prompt_training_forward(model)
+    rows = []
+    model.get_base_model().model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    shared_logits, shared_grads = logits_and_grads()
+    prompt_width = ids.shape[1] - width - 1
+    assert rows == [(2, prompt_width), (6, width + 1)]  # each distinct prompt once, then the completions
+    assert shared_logits.shape == plain_logits.shape
+    assert torch.allclose(plain_logits, shared_logits, atol=1e-5)
+    assert plain_grads.keys() == shared_grads.keys() and len(plain_grads) > 0
+    assert all(torch.allclose(plain_grads[n], shared_grads[n], atol=1e-5, rtol=1e-4) for n in plain_grads)
+
+
+def test_shared_prompt_training_forward_leaves_other_calls_alone():
+    from grpo_fast.cpu_speed import shared_prompt_training_forward
+
+    tok = tiny_tokenizer()
+    model = _lora(tiny_model(tok)).eval()
+    ids, mask, width = _grpo_batch(tok)
+    with torch.no_grad():
+        before = model(input_ids=ids[::3], attention_mask=mask[::3], logits_to_keep=width + 1).logits
+        shared_prompt_training_forward(model)
+        after = model(input_ids=ids[::3], attention_mask=mask[::3], logits_to_keep=width + 1).logits  # all distinct
+        plain = model(input_ids=ids, attention_mask=mask).logits  # no logits_to_keep: not TRL's scoring call
+    assert torch.equal(before, after) and plain.shape[1] == ids.shape[1]
