@@ -17,9 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import grpo_fast.rewards.code as code
+import grpo_fast.rewards.correctness as correctness
+import grpo_fast.rewards.format as fmt
+import grpo_fast.rewards.length as length
+import grpo_fast.rewards.mathverify as mathverify
+import grpo_fast.rewards.style as style
 from grpo_fast.errors import UserError
-from grpo_fast.rewards import code, correctness, length, mathverify, style
-from grpo_fast.rewards import format as fmt
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.presets import RewardSet, get_preset
 
