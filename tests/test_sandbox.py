@@ -262,3 +262,33 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
             assert _sandbox_pids() == []
     finally:
         box.close()
+
+
+def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
+    """A virtualenv under /tmp (tmp_path is there) stays importable, read-only, under the program's fresh /tmp;
+    everything else of the host's /tmp is gone."""
+    from grpo_fast.rewards.sandbox import isolation
+
+    if not _namespaces_work():
+        pytest.skip("needs mount namespaces")
+    venv = tmp_path / "venv" / "lib"
+    venv.mkdir(parents=True)
+    (venv / "mod.py").write_text("X = 1\n")
+    (tmp_path / "secret.txt").write_text("host file\n")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolation.libc.unshare(0x20000)  # CLONE_NEWNS
+            isolation.enter_private_fs([str(tmp_path / "venv"), str(venv)])
+            seen = (venv / "mod.py").read_text() == "X = 1\n"
+            hidden = not (tmp_path / "secret.txt").exists()
+            try:
+                (venv / "new.py").write_text("")
+                read_only = False
+            except OSError:
+                read_only = True
+            os._exit(0 if seen and hidden and read_only else 3)
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert (tmp_path / "secret.txt").exists() and not (venv / "new.py").exists()  # the host's /tmp untouched

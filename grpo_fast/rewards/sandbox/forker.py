@@ -43,7 +43,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        workdir = isolation.private_workdir(level, uid, workdir)
+        workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         rpc, out, err = fds
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)

@@ -12,6 +12,7 @@ import os
 import resource
 import signal
 import time
+from collections.abc import Iterable, Sequence
 
 LEVELS = {
     "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
@@ -47,16 +48,45 @@ def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) 
                       data.encode() if data else None), f"mount {dst}")
 
 
-def enter_private_fs() -> None:
-    """In a new mount namespace: a private /proc for the PID namespace, fresh tmpfs on world-writable dirs."""
+def enter_private_fs(keep: Sequence[str] = ()) -> None:
+    """In a new mount namespace: a private /proc for the PID namespace, fresh tmpfs on world-writable dirs.
+
+    ``keep`` (the interpreter, its packages) that lives inside one of those dirs, e.g. a virtualenv in /tmp, is
+    bound back read-only at its own path, so the fresh /tmp does not hide it.
+    """
     mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
     mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV, None)
-    mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64m,mode=1777")
-    for extra in ("/dev/shm", "/var/tmp"):  # other world-writable places: private too, where they exist
+    for place, size in (("/tmp", "64m"), ("/dev/shm", "16m"), ("/var/tmp", "16m")):
+        held = hold_open(outermost(p for p in keep if p.startswith(place + "/")))
         try:
-            mount("tmpfs", extra, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
+            mount("tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size},mode=1777")
         except OSError:
-            pass
+            if place == "/tmp":
+                raise
+        else:  # the other world-writable places: private too, where they exist
+            bind_back(held, "")
+        finally:
+            for _, fd in held:
+                os.close(fd)
+
+
+def outermost(paths: Iterable[str]) -> list[str]:
+    """The real directories among ``paths``, without those inside another one."""
+    real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    return [p for p in real if not any(p.startswith(q + "/") for q in real)]
+
+
+def hold_open(paths: list[str]) -> list[tuple[str, int]]:
+    """An O_PATH descriptor per path: the directory stays reachable after a mount covers its path."""
+    return [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in paths]
+
+
+def bind_back(held: list[tuple[str, int]], root: str) -> None:
+    """Bind each held directory read-only at ``root + path``."""
+    for path, fd in held:
+        os.makedirs(root + path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", root + path, None, _MS_BIND | _MS_REC, None)
+        mount("none", root + path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
 
 
 def _blocked_ancestor(path: str) -> str | None:
@@ -105,19 +135,16 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     """
     _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
     mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    links = [p for p in SYSTEM_DIRS if os.path.islink(p)]  # merged /usr: /bin -> usr/bin
+    held = hold_open(outermost([*(p for p in SYSTEM_DIRS if p not in links), *keep]))  # keep may lie in /tmp
     new = "/tmp"  # in this namespace only: the host's /tmp is untouched
     mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,mode=755")
-    bound: list[str] = []
-    for path in [*SYSTEM_DIRS, *sorted({os.path.realpath(p) for p in keep})]:
-        if not os.path.lexists(path) or any(path == b or path.startswith(b + "/") for b in bound):
-            continue
-        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
-            os.symlink(os.readlink(path), new + path)
-            continue
-        os.makedirs(new + path, exist_ok=True)
-        mount(path, new + path, None, _MS_BIND | _MS_REC, None)
-        mount("none", new + path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
-        bound.append(path)
+    for path in links:
+        os.symlink(os.readlink(path), new + path)
+    bind_back(held, new)
+    for _, fd in held:
+        os.close(fd)
+    bound = [path for path, _ in held]
     for path in hide:
         if os.path.isdir(path) and any(path.startswith(b + "/") for b in bound):
             mount("tmpfs", new + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
@@ -219,11 +246,12 @@ def _namespaces_work() -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-def private_workdir(level: str, uid: int, workdir: str) -> str:
-    """Candidate side, before dropping privileges: its own mount namespace and an empty working directory."""
+def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
+    """Candidate side, before dropping privileges: its own mount namespace and an empty working directory;
+    ``keep`` (the interpreter and its packages) stays visible."""
     if level == STRONGEST:
         _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
-        enter_private_fs()
+        enter_private_fs(keep)
         workdir = "/tmp/work"  # /tmp is a fresh tmpfs: a fixed name is fine
         os.mkdir(workdir, 0o700)
         os.chown(workdir, uid, uid)
