@@ -146,7 +146,7 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
         os.close(fd)
     bound = [path for path, _ in held]
     for path in hide:
-        if os.path.isdir(path) and any(path.startswith(b + "/") for b in bound):
+        if os.path.isdir(new + path) and any(path.startswith(b + "/") for b in bound):  # seen in the new root
             mount("tmpfs", new + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=555")
     os.makedirs(new + "/dev/shm")
     for d in ("/proc", "/tmp", "/var/tmp"):
