@@ -60,10 +60,10 @@ def enter_private_fs(keep: Sequence[str] = ()) -> None:
         held = hold_open(outermost(p for p in keep if p.startswith(place + "/")))
         try:
             mount("tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size},mode=1777")
-        except OSError:
+        except OSError:  # /dev/shm and /var/tmp are made private where they exist; /tmp must be
             if place == "/tmp":
                 raise
-        else:  # the other world-writable places: private too, where they exist
+        else:
             bind_back(held, "")
         finally:
             for _, fd in held:
