@@ -27,8 +27,8 @@ def _score(program: str, tests: list[str] = ADD_ONE) -> float:
     return score
 
 
-def _sandbox_pids() -> list[int]:
-    """Processes running as a sandbox uid (the zygote hands out uids >= 0x40000000)."""
+def _pids_with_uid(low: int, high: int) -> list[int]:
+    """Processes whose uid is in [low, high)."""
     found = []
     for p in os.listdir("/proc"):
         try:
@@ -36,9 +36,14 @@ def _sandbox_pids() -> list[int]:
                 uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
         except (OSError, StopIteration, ValueError):
             continue
-        if uid >= 0x40000000:
+        if low <= uid < high:
             found.append(int(p))
     return found
+
+
+def _sandbox_pids() -> list[int]:
+    """Processes running as a sandbox uid (the zygote hands out uids >= 0x40000000)."""
+    return _pids_with_uid(0x40000000, 1 << 32)
 
 
 HOSTILE = {
@@ -169,16 +174,7 @@ def test_killing_the_parent_is_harmless() -> None:
 
 def _judge_pids() -> list[int]:
     """Judges run as uids just below the programs' range (0x20000000 + ...)."""
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/status") as f:
-                uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
-        except (OSError, StopIteration, ValueError):
-            continue
-        if 0x20000000 <= uid < 0x40000000:
-            found.append(int(p))
-    return found
+    return _pids_with_uid(0x20000000, 0x40000000)
 
 
 def test_dead_judges_are_replaced() -> None:
