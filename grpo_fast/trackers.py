@@ -43,6 +43,25 @@ def check(cfg: Any) -> None:
         if name not in available:
             raise UserError(f"report_to includes {name!r} but {name} is not installed", cfg.where("report_to"),
                             INSTALL.get(name, f"pip install {name}") + ", or set report_to: none")
+        failure = load_failure(name) if name in INSTALL else None
+        if failure:
+            raise UserError(f"report_to includes {name!r} but {name} does not load: {failure}"[:400],
+                            cfg.where("report_to"), "reinstall it: " + INSTALL[name] + ", or set report_to: none")
+
+
+def load_failure(name: str) -> str | None:
+    """Installed is not enough (a broken install fails on import): build the tracker's transformers callback in a
+    fresh interpreter, so that nothing it fixes at import (trackio's directory) is fixed in this process.
+    None when it loads, else the error's last line."""
+    import subprocess
+    import tempfile
+
+    code = f"from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK as c\nc[{name!r}]()"
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TRACKIO_DIR": scratch, "TRANSFORMERS_VERBOSITY": "error"})
+    lines = proc.stderr.strip().splitlines()
+    return None if proc.returncode == 0 else (lines[-1] if lines else f"exit code {proc.returncode}")
 
 
 def point_at(run_dir: Path, stage: str | None, cfg: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ directory; a tracker that is not installed stops before any weights load (exit 2
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -69,3 +70,18 @@ def test_tensorboard_and_trackio_log_the_training_scalars_under_the_run(tiny_mod
     with sqlite3.connect(run / "trackio" / "grpo_fast.db") as db:
         logged = [row[0] for row in db.execute("select metrics from metrics")]
     assert sum('"train/reward"' in str(m) for m in logged) == 2, logged[:3]
+
+
+def test_a_tracker_installed_but_broken_stops_before_weights(tiny_model_dir, tmp_path):
+    """find_spec sees the package, importing it fails (e.g. a protobuf clash): exit 2, no traceback, no run."""
+    broken = tmp_path / "broken"
+    for name in ("tensorboard", "tensorboardX"):
+        (broken / name).mkdir(parents=True)
+        (broken / name / "__init__.py").write_text("raise ImportError('cannot import name builder from protobuf')\n")
+    proc = subprocess.run([sys.executable, "-m", "grpo_fast", "train", "demo", f"model={tiny_model_dir}",
+                           "report_to=tensorboard", f"run_dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(broken)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "report_to includes 'tensorboard' but tensorboard does not load: ImportError" in proc.stderr
+    assert "reinstall it: pip install 'grpo_fast[tensorboard]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
