@@ -52,7 +52,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
-        wanted = recipe.holdout(cfg, rows) if cfg.evaluate or cfg.eval_rows else []
+        wanted = recipe.holdout(cfg, rows) if wants_holdout(cfg) else []
         eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
@@ -78,10 +78,15 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
 
 
+def wants_holdout(cfg: RunConfig) -> bool:
+    """Rows are held out unless evaluation is off and no ``eval_rows`` are asked for."""
+    return cfg.evaluate or cfg.eval_rows > 0
+
+
 def holdout_size(cfg: RunConfig, n_rows: int, report: list[str]) -> int:
     """``eval_rows``, checked against the data: a user's explicit ask that cannot be met is an error; the
     default shrinks to a quarter of a small dataset, and says so."""
-    if not cfg.evaluate and cfg.eval_rows == 0:
+    if not wants_holdout(cfg):
         return 0
     most = n_rows // 4
     if cfg.eval_rows <= most:

@@ -30,7 +30,8 @@ KIT_DEFAULTS: dict[str, Any] = {
 # Hardware-shaped defaults; ``auto`` picks one from the GPU (or its absence).
 PROFILES: dict[str, dict[str, Any]] = {
     # measured in benchmarks/bench_trainer.py: no checkpointing (nothing to save on CPU RAM), bf16 for the
-    # training pass only (AMX), one prefill per prompt group, threads on the cores other jobs leave free
+    # training pass only (AMX), each prompt group's prompt computed once (generation and training forward),
+    # LoRA merged into temporary weights while generating, threads on the cores other jobs leave free
     "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_threads": "auto",
             "cpu_autocast_training": True, "shared_prefill": True, "merged_generation": True},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,

@@ -9,6 +9,7 @@ transformers runs them; the kit only checks that they are installed.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import sys
 from pathlib import Path
@@ -49,6 +50,7 @@ def check(cfg: Any) -> None:
                             cfg.where("report_to"), "reinstall it: " + INSTALL[name] + ", or set report_to: none")
 
 
+@functools.cache  # once per process: every stage of a run is checked, the answer is the same
 def load_failure(name: str) -> str | None:
     """Installed is not enough (a broken install fails on import): build the tracker's transformers callback in a
     fresh interpreter, so that nothing it fixes at import (trackio's directory) is fixed in this process.

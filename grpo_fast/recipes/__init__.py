@@ -43,9 +43,6 @@ class Recipe:
     required: tuple[str, ...] = ("prompt",)
     """Columns every mapped row must have, non-empty."""
     holdout: Callable[[Any, list[dict]], list[dict]] | None = None
-    """Generated tasks: (config, training rows) -> held-out rows of the same kind, disjoint from training,
-    used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
-    holdout: Callable[[Any, list[dict]], list[dict]] | None = None
     """Generated tasks: (config, training rows) -> held-out rows of the same kind, disjoint from training.
     Used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
     defaults: dict[str, Any] = field(default_factory=dict)
