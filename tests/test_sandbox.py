@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from grpo_fast.rewards import sandbox as sb
+from grpo_fast import sandbox as sb
 from grpo_fast.rewards.code import make_code_execution_reward
 
 TIMEOUT = 1.5
@@ -87,10 +87,17 @@ def test_hostile_scores_zero(name: str) -> None:
     assert _score(HOSTILE[name]) == 0.0
 
 
+def test_a_rigged_bool_earns_no_more_than_returning_a_bool() -> None:
+    """``assert f(x)`` asks the program for a truth value by construction, so it gets the program's (a proxied
+    ``re.Match`` is true, as in plain Python); a rigged ``__bool__`` can do what ``return True`` does, no more."""
+    tests = ["assert f(1)", "assert f(1) == True", "assert f(1) is True", "assert not f(2)"]
+    rigged = _score("class T:\n    __bool__ = lambda s: True\ndef f(x): return T()", tests)
+    assert rigged == 0.25 and rigged <= _score("def f(x): return True", tests)
+
+
 @pytest.mark.parametrize("program,tests", [
     ("class X:\n    __sub__ = __rsub__ = lambda *a: 0.0\n    __abs__ = lambda s: 0.0\ndef f(x): return X()",
      ["assert abs(f(1) - 2.0) < 1e-9"]),
-    ("class T:\n    __bool__ = lambda s: True\ndef f(x): return T()", ["assert f(1)"]),
     ("class C:\n    __contains__ = lambda *a: True\ndef f(x): return C()", ["assert 3 in f(1)"]),
     ("abs = lambda x: 0\ndef f(x): return 0.0", ["assert abs(f(1) - 2.0) < 1e-9"]),
     ("import math\nmath.isclose = lambda *a, **k: True\ndef f(x): return 0.0",
@@ -173,22 +180,19 @@ def test_killing_the_parent_is_harmless() -> None:
 
 
 def _judge_pids() -> list[int]:
-    """Judges run as uids just below the programs' range (0x20000000 + ...)."""
-    return _pids_with_uid(0x20000000, 0x40000000)
+    """Judges run as uids 0x80000000 above the programs' range."""
+    return _pids_with_uid(0xC0000000, 1 << 32)
 
 
-def test_dead_judges_are_replaced() -> None:
+def test_no_judge_outlives_its_job() -> None:
+    """A fresh judge per job: when a result is back, that job's judge (and program) are gone."""
     if sb.isolation_level() == "rlimits-only":
         pytest.skip("judges run as your uid at this level")
-    assert _score("def f(x): return x + 1") == 1.0
-    pids = _judge_pids()
-    assert pids
-    for pid in pids:
-        os.kill(pid, 9)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):  # killed, not yet noticed
-        time.sleep(0.01)
-    assert _score("def f(x): return x + 1") == 1.0
+    for _ in range(3):
+        assert _score("def f(x): return x + 1") == 1.0
+        assert _judge_pids() == []
+    assert _score("import time\ndef f(x):\n    time.sleep(60)", ADD_ONE) == 0.0
+    assert _judge_pids() == [] and _sandbox_pids() == []
 
 
 def _alive(pid: int) -> bool:
@@ -263,7 +267,7 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
 def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
     """A virtualenv under /tmp (tmp_path is there) stays importable, read-only, under the program's fresh /tmp;
     everything else of the host's /tmp is gone."""
-    from grpo_fast.rewards.sandbox import isolation
+    from grpo_fast.sandbox import isolation
 
     if not _namespaces_work():
         pytest.skip("needs mount namespaces")

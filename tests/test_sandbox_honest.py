@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from honest_programs import HUMANEVAL, MBPP
 
-from grpo_fast.rewards import sandbox as sb
+from grpo_fast import sandbox as sb
 from grpo_fast.rewards.code import make_code_execution_reward
 
 TIMEOUT = 10.0  # generous: the machine running the tests may be busy

@@ -1,9 +1,9 @@
-"""Reward = share of a dataset's unit tests that a completion's code passes, run in ``rewards.sandbox``.
+"""Reward = share of a dataset's unit tests that a completion's code passes, run in ``grpo_fast.sandbox``.
 
 Two test layouts are understood, one value per completion as TRL passes dataset columns:
 
 * MBPP style: ``tests`` (or ``test_list``) -- a list of assert statements, each one test; optional
-  ``test_setup_code`` runs before the program.
+  ``test_imports`` (import lines) and ``test_setup_code`` run before the program and the tests, on both sides.
 * HumanEval style: ``test`` defining ``check(candidate)`` plus ``entry_point``. The completion should hold the
   whole function; when its code does not define ``entry_point`` (a body-only continuation, or a helper-only
   answer) the prompt's code -- the signature and docstring -- is put in front of it. ``check`` is one test,
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grpo_fast.rewards.base import completion_text, factory, user_text
-from grpo_fast.rewards.sandbox import Sandbox, default_sandbox, make_job
+from grpo_fast.sandbox import Sandbox, default_sandbox, make_job
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3", "py3"}
@@ -142,7 +142,10 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
             if program is None or not tests:
                 continue
             setup = _column(kw, ("test_setup_code",), i)
-            jobs.append((i, make_job(program, tests, setup if isinstance(setup, str) else "", timeout, memory_mb,
+            imports = _column(kw, ("test_imports",), i)  # MBPP: import lines its harness runs before the tests
+            lines = [x for x in (imports if isinstance(imports, list) else [imports]) if isinstance(x, str)]
+            setup = "\n".join([*lines, setup if isinstance(setup, str) else ""]).strip("\n")
+            jobs.append((i, make_job(program, tests, setup, timeout, memory_mb,
                                      entry_point=expose, trusted=trusted, packages=packages)))
         if jobs:
             for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):

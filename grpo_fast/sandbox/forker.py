@@ -1,9 +1,11 @@
-"""Candidate supervisor ("forker"): starts every program in fresh namespaces and ends it.
+"""Job supervisor ("forker"): starts every program, and every job's judge, in fresh namespaces and ends them.
 
-Forked from the zygote before any job exists, it never holds a program, a test or anyone's output: per job it
-receives limits and three descriptors (the channel to the judge, stdout, stderr), forks the program straight into
-a new PID namespace, and reports its exit. A program is killed at its hard deadline, or shortly after the judge
-finished with it; with a PID namespace its death takes every process it started along.
+Forked from the zygote before any job exists, it never holds a program, a test or anyone's output; it is the clean
+template a judge is forked from. Per job it receives limits and five descriptors (the program's end of the verdict
+channel, its stdout and stderr, the judge's end of the channel, and the judge's line to the zygote), forks the judge
+and the program, each straight into new PID, mount, IPC and network namespaces under a uid of its own for this job,
+and reports the program's exit. Both are killed at the hard deadline, the program also shortly after the judge
+finished with it; with a PID namespace each death takes every process it started along.
 """
 
 from __future__ import annotations
@@ -20,18 +22,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import isolation
+from . import isolation, judge
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
 
 
+UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
+
+
 @dataclass
 class _Program:
     id: int
-    slot: int
+    uid: int
     deadline: float
     workdir: str
+    judge: int  # the job's judge: the exit report waits until it is gone too
     stop_at: float = float("inf")
     timed_out: bool = False
 
@@ -74,13 +80,39 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os._exit(1)
 
 
+def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc: dict[str, Any]) -> None:
+    """The job's judge: isolated like a program, under its own uid; then ``judge.main``. Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        workdir = isolation.private_workdir(level, uid, tempfile.gettempdir(), root_view(site_dirs)[0])
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.dup2(ctl, 3)
+        os.dup2(chan, 4)
+        os.closerange(5, 1 << 16)
+        os.chdir(workdir)
+        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
+        isolation.set_nondumpable()
+        os.environ.clear()
+        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"})
+        judge.main(3, 4)
+    finally:
+        os._exit(1)
+
+
+JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its own job only
+
+
 def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
     """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that."""
     return [sys.base_prefix, sys.prefix, *site_dirs], [os.path.join(d, h) for d in site_dirs
                                                         for h in isolation.HIDDEN_IN_PACKAGES]
 
 
-def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_dirs: list[str],
+def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
          private_root: bool) -> None:
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
     isolation.set_pdeathsig()
@@ -97,26 +129,35 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_di
     signal.set_wakeup_fd(wake_w)
     report = _PipeWriter(report_fd)
     running: dict[int, _Program] = {}
+    judges: dict[int, tuple[int, float]] = {}  # judge pid -> its uid and hard deadline
     by_id: dict[int, int] = {}
+    waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone too
     while True:
         now = time.monotonic()
-        due = min((min(p.deadline, p.stop_at) for p in running.values()), default=None)
+        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(d for _, d in judges.values())],
+                  default=None)
         ready = select.select([jobs, wake_r], [], [], None if due is None else max(0.0, due - now))[0]
         if jobs in ready:
-            msg, fds, _flags, _addr = socket.recv_fds(jobs, 1 << 16, 4)
+            msg, fds, _flags, _addr = socket.recv_fds(jobs, 1 << 16, 8)
             if not msg:
-                for pid in running:
+                for pid in [*running, *judges]:
                     os.kill(pid, signal.SIGKILL)
                 os._exit(0)
             desc = json.loads(msg)
             if desc["op"] == "run":
-                pid = _spawn(desc, fds, level, uid_base, site_dirs, pidns)
+                off = int(desc["id"]) % UID_SPAN
+                uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
+                judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns) if len(fds) == 5 else None
+                pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if judge is not None else None
                 if pid is None:
+                    if judge is not None:
+                        os.kill(judge, signal.SIGKILL)
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
-                                            "fault": "could not start the program"}).encode())
+                                            "fault": "could not start the program or its judge"}).encode())
                 else:
-                    t = float(desc["timeout"]) + HARD_EXTRA_S
-                    running[pid] = _Program(desc["id"], desc["slot"], time.monotonic() + t, desc.get("workdir", ""))
+                    t = time.monotonic() + float(desc["timeout"]) + HARD_EXTRA_S
+                    judges[judge] = (judge_uid, t)
+                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
                 prog = running[by_id[desc["id"]]]
@@ -128,25 +169,51 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_base: int, site_di
         for pid, prog in running.items():
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill(pid)
+        for pid, (_, deadline) in judges.items():
+            if now >= deadline:
+                _kill(pid)
         for pid, status in isolation.reap():
+            if pid in judges:
+                judge_uid = judges.pop(pid)[0]
+                if level != isolation.STRONGEST:
+                    isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
+                if pid in waiting:
+                    report.send(waiting.pop(pid))
+                continue
             prog = running.pop(pid, None)
             if prog is None:
                 continue  # an adopted orphan
             del by_id[prog.id]
             if level != isolation.STRONGEST:
-                isolation.kill_leftovers(level, uid_base + prog.slot, set(running))
+                isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 shutil.rmtree(prog.workdir, ignore_errors=True)
-            report.send(json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
-                                    "timed_out": prog.timed_out}).encode())
+            done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
+                               "timed_out": prog.timed_out}).encode()
+            if prog.judge in judges:
+                waiting[prog.judge] = done
+            else:
+                report.send(done)
 
 
-def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid_base: int, site_dirs: list[str],
+def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
+                 pidns: isolation.PidNamespaces | None) -> int | None:
+    try:
+        if pidns is not None:
+            pidns.before_fork()
+        pid = os.fork()
+        if pid == 0:
+            _judge(fds[1], fds[0], level, uid, site_dirs, desc)
+        return pid
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
            pidns: isolation.PidNamespaces | None) -> int | None:
-    uid = uid_base + int(desc["slot"])
     try:
         if len(fds) != 3:
             return None
@@ -176,6 +243,13 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid_base: int, site
 
 
 PRELOADABLE = frozenset({"numpy"})  # heavy imports worth keeping warm once a program asked for them
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _drain(fd: int) -> bool:

@@ -1,9 +1,11 @@
 """The judge: runs the dataset's setup and tests in a trusted process and counts what passed.
 
-One judge per worker slot lives across jobs (a warm, unprivileged process with its own uid, not dumpable). Per job
-it receives the program, the setup and the tests, hands only the program and the setup to the candidate's process,
-and runs each test with the candidate's names resolved to proxies (``proxy``). The verdict never exists anywhere
-the candidate can reach: not its memory, frames, garbage collector, exit code or output.
+A fresh judge serves exactly one job: it is forked for that job from a clean template (the forker, which has
+imported everything a judge needs and has never run a job), isolated like a program (its own uid, PID, mount, IPC
+and network namespaces, a read-only root, a private /tmp), and exits after sending its verdict. Nothing a job does,
+through a bug in the judge or not, outlives the job. It hands only the program and the setup to the candidate's
+process and runs each test with the candidate's names resolved to proxies (``proxy``); the verdict never exists
+anywhere the candidate can reach: not its memory, frames, garbage collector, exit code or output.
 """
 
 from __future__ import annotations
@@ -19,47 +21,58 @@ import time
 import types
 from typing import Any
 
-from .connection import Connection
-from .proxy import data, truth
-from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
+from .connection import Connection, importable, own_module
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
+
+_encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
+
+
+def _not_data(obj: Any) -> Any:
+    raise WireError(f"verdicts hold data only, not {type(obj).__name__}")
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
-JOBS_PER_JUDGE = 500  # a fresh judge now and then bounds whatever test code leaves behind
 
 
 class TestGlobals(dict):
     """Test namespace: what the setup and the tests define, then the candidate's module.
 
-    A name that is a builtin stays the builtin (a candidate ``abs = lambda x: 0`` cannot bend a test), unless
-    the job exposes it (a HumanEval entry point may be named like one).
+    A builtin name stays the builtin (a candidate ``abs = lambda x: 0`` cannot bend a test), and a module name
+    that a test uses as a module (``math.isclose``) is the judge's own import of that module (a candidate
+    ``math = FakeMath()`` cannot bend it either), unless the job exposes the name (a HumanEval entry point may be
+    named like one). A name the test calls (``numbers(5)``) is the program's. A module the program imported under
+    another name (``np``) arrives as the judge's own import.
     """
 
-    __slots__ = ("conn", "expose")
+    __slots__ = ("conn", "expose", "modules")
 
     def __missing__(self, name: str) -> Any:
         if name.startswith("__") or (name in _BUILTIN_NAMES and name not in self.expose):
             raise KeyError(name)
+        if name in self.modules and name not in self.expose:
+            module = own_module(name)
+            if module is not None:
+                return module
         found, value = self.conn.request("global", name)
         if found is not True:
             raise KeyError(name)
         return value
 
 
-class _Asserts(ast.NodeTransformer):
-    """``assert x`` and ``assert not x`` count only data: a program object asserted directly is a failure."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        self.generic_visit(node)
-        test = node.test
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test.operand = ast.Call(ast.Name("__sbx_data", ast.Load()), [test.operand], [])
-        node.test = ast.Call(ast.Name("__sbx_truth", ast.Load()), [test], [])
-        return node
-
-
 def compile_test(src: str, i: int) -> types.CodeType:
-    tree = ast.fix_missing_locations(_Asserts().visit(ast.parse(src)))
-    return compile(tree, f"<test {i}>", "exec")
+    return compile(src, f"<test {i}>", "exec")
+
+
+def module_names(sources: list[str]) -> frozenset[str]:
+    """Names the tests use as modules (``name.attr``) that are modules a test may get without importing."""
+    found: set[str] = set()
+    for src in sources:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            continue
+        found.update(n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and importable(n.value.id))
+    return frozenset(found)
 
 
 def describe(exc: BaseException) -> str:
@@ -88,25 +101,6 @@ def _solution_module(conn: Connection) -> types.ModuleType:
 
     mod.__getattr__ = __getattr__  # type: ignore[method-assign]
     return mod
-
-
-class _Hygiene:
-    """What a job's test code may leave behind in this long-lived process, put back after the job."""
-
-    def __init__(self) -> None:
-        self.builtins, self.limit = dict(builtins.__dict__), sys.getrecursionlimit()
-        self.streams = (sys.stdin, sys.stdout, sys.stderr)
-
-    def restore(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, _alarm)
-        if builtins.__dict__ != self.builtins:
-            builtins.__dict__.clear()
-            builtins.__dict__.update(self.builtins)
-        sys.setrecursionlimit(self.limit)
-        sys.stdin, sys.stdout, sys.stderr = self.streams
-        for name in (SETUP_MODULE, SOLUTION_MODULE):
-            sys.modules.pop(name, None)
 
 
 def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
@@ -139,8 +133,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
         tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
-        tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__", "__sbx_truth": truth,
-                    "__sbx_data": data})
+        tns.modules = module_names([*tests, job.get("trusted") or ""])
+        tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__"})
         if job.get("trusted"):  # the dataset's helpers: the tests use these, not the program's copies
             try:
                 exec(compile(job["trusted"], "<prompt>", "exec"), tns)  # noqa: S102
@@ -171,42 +165,21 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _recv_job(ctl: socket.socket) -> tuple[dict[str, Any], int] | None:
-    """One job: a 4-byte length sent together with the candidate channel's descriptor, then the JSON."""
-    msg, fds, _flags, _addr = socket.recv_fds(ctl, 4, 1)
-    if len(msg) < 4 or not fds:
-        return None
-    n = int.from_bytes(msg, "little")
-    data = bytearray()
-    while len(data) < n:
-        chunk = ctl.recv(min(1 << 20, n - len(data)))
-        if not chunk:
-            return None
-        data += chunk
-    return json.loads(data), fds[0]
-
-
-def main(ctl_fd: int) -> None:
-    """Serve jobs from the zygote on ``ctl_fd`` until it closes or enough jobs have run (never returns)."""
-    hygiene = _Hygiene()
-    hygiene.restore()
-    ctl = socket.socket(fileno=ctl_fd)
-    reply = Stream(ctl)
+def main(ctl_fd: int, chan_fd: int) -> None:
+    """Serve one job: read it from the zygote on ``ctl_fd``, judge the program on ``chan_fd``, send the verdict,
+    exit (never returns)."""
+    signal.signal(signal.SIGALRM, _alarm)
     try:
-        for served in range(1, JOBS_PER_JUDGE + 1):
-            got = _recv_job(ctl)
-            if got is None:
-                break
-            job, fd = got
-            sock = socket.socket(fileno=fd)
-            try:
-                verdict = run_job(job, sock)
-            except BaseException as err:  # noqa: BLE001 - a judge fault is reported, never a crash mid-job
-                verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
-            finally:
-                sock.close()  # the candidate sees the end of the channel and exits
-                hygiene.restore()
-            verdict["retire"] = served == JOBS_PER_JUDGE  # the zygote starts a fresh judge for the next job
-            reply.send(json.dumps(verdict).encode())
+        ctl = Stream(socket.socket(fileno=ctl_fd))
+        ctl.deadline = time.monotonic() + 60
+        job = json.loads(ctl.recv())
+        sock = socket.socket(fileno=chan_fd)
+        try:
+            verdict = run_job(job, sock)
+        except BaseException as err:  # noqa: BLE001 - a judge fault is reported, never a crash mid-job
+            verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
+        finally:
+            sock.close()  # the candidate sees the end of the channel and exits
+        ctl.send(_encode(verdict))  # captured at import: a test that breaks json cannot break the verdict
     finally:
         os._exit(0)

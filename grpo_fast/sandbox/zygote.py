@@ -2,12 +2,13 @@
 of a job itself.
 
     trainer ──pipe──> zygote (python -I -S, scrubbed env, empty network namespace, root or you)
-                       ├─ forker   (forked first: holds no program, test or output) ──fork──> program, per job
-                       └─ judge[slot] (long-lived, own uid, not dumpable) <──socketpair──> that program
+                       └─ forker (forked first: holds no program, test or output)
+                            ├──fork──> judge, per job (own uid, namespaces, read-only root; exits after its verdict)
+                            └──fork──> program, per job  <──socketpair──> that judge
 
-Per job the zygote creates the judge-program socketpair and the program's stdout/stderr pipes, gives the judge the
-job and one end, gives the forker the limits and the other end, reads the output, and merges the judge's verdict
-with the forker's exit report into one result for the trainer.
+Per job the zygote creates the judge-program socketpair, the program's stdout/stderr pipes and a line to the judge,
+gives the forker the limits and the descriptors, sends the job to the judge, reads the output, and merges the
+judge's verdict with the forker's exit report into one result for the trainer.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import struct
 import sys
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import forker, isolation, judge
+from . import forker, isolation, wire
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
            "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
@@ -32,7 +32,6 @@ PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
 REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
-JUDGE_MEMORY_MB = 2048  # a crafted frame can make the decoder build big objects: bounded here
 _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
 
 
@@ -41,6 +40,8 @@ class _Job:
     spec: dict[str, Any]
     slot: int
     t0: float
+    judge: socket.socket | None = None  # the zygote's line to this job's judge
+    judge_buf: bytearray = field(default_factory=bytearray)
     verdict: dict[str, Any] | None = None
     report: dict[str, Any] | None = None
     report_at: float = 0.0
@@ -51,11 +52,6 @@ class _Job:
         return float(self.spec["timeout"])
 
 
-class _Judge:
-    def __init__(self, pid: int, sock: socket.socket) -> None:
-        self.pid, self.sock, self.buf = pid, sock, bytearray()
-
-
 def _frames(buf: bytearray) -> list[bytes]:
     out = []
     while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from("<I", buf)[0]:
@@ -63,6 +59,10 @@ def _frames(buf: bytearray) -> list[bytes]:
         out.append(bytes(buf[4:4 + n]))
         del buf[:4 + n]
     return out
+
+
+def _no_refs(kind: str, fields: tuple) -> Any:
+    raise wire.WireError("a verdict holds data only")
 
 
 def _send(fd: int, obj: Any) -> None:
@@ -75,9 +75,8 @@ def _send(fd: int, obj: Any) -> None:
 class Zygote:
     def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool) -> None:
         self.level, self.workers, self.site_dirs = level, workers, site_dirs
-        self.uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") * 1024
-        self.judge_uid_base = self.uid_base - 0x20000000  # never a program's uid: programs cannot signal judges
-        self.judges: list[_Judge | None] = [None] * workers
+        uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
+        uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
         self.free = list(range(workers))
         self.queue: list[dict[str, Any]] = []
         self.running: dict[int, _Job] = {}
@@ -92,48 +91,16 @@ class Zygote:
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, self.uid_base, site_dirs, private_root)
+                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root)
             finally:
                 os._exit(1)
         jobs_b.close()
         os.close(rep_w)
         self.forker, self.report_fd = jobs_a, rep_r
 
-    def _judge(self, slot: int) -> _Judge:
-        j = self.judges[slot]
-        if j is not None:
-            return j
-        a, b = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(devnull, fd)
-                os.dup2(a.fileno(), 3)
-                os.closerange(4, 1 << 16)
-                os.chdir("/")
-                isolation.drop_privileges(self.level, self.judge_uid_base + slot, JUDGE_MEMORY_MB, None)
-                isolation.set_nondumpable()
-                judge.main(3)
-            finally:
-                os._exit(1)
-        a.close()
-        j = self.judges[slot] = _Judge(pid, b)
-        return j
-
-    def _drop_judge(self, slot: int) -> None:
-        j = self.judges[slot]
-        if j is not None:
-            try:
-                os.kill(j.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            j.sock.close()
-            self.judges[slot] = None
-
     def _start(self, spec: dict[str, Any], slot: int) -> None:
         job = self.running[spec["id"]] = _Job(spec, slot, time.monotonic())
+        judge_end, program_end = socket.socketpair()
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -142,46 +109,51 @@ class Zygote:
             job.out[fd] = bytearray()
         keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
         payload = json.dumps({k: spec.get(k) for k in keys}).encode()
-        for attempt in (1, 2):  # a judge that died since its last job is replaced once
-            try:
-                j = self._judge(slot)
-                socket.send_fds(j.sock, [len(payload).to_bytes(4, "little")], [ours.fileno()])
-                j.sock.sendall(payload)
-                break
-            except OSError:
-                self._drop_judge(slot)
-                if attempt == 2:
-                    job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
-        desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
+        desc = {"op": "run", "id": spec["id"], "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
-        socket.send_fds(self.forker, [json.dumps(desc).encode()], [theirs.fileno(), out_w, err_w])
+        socket.send_fds(self.forker, [json.dumps(desc).encode()],
+                        [program_end.fileno(), out_w, err_w, judge_end.fileno(), theirs.fileno()])
         for fd in (out_w, err_w):
             os.close(fd)
-        ours.close()
-        theirs.close()
+        for sock in (program_end, judge_end, theirs):
+            sock.close()
+        job.judge = ours
+        try:  # the judge reads its job at once; a judge that never started cannot hold the pool up for long
+            ours.settimeout(5.0)
+            ours.sendall(struct.pack("<I", len(payload)) + payload)
+            ours.setblocking(False)
+        except OSError:
+            job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
+            self._close_judge(job)
+
+    def _close_judge(self, job: _Job) -> None:
+        if job.judge is not None:
+            job.judge.close()
+            job.judge = None
 
     def _stop(self, job: _Job) -> None:
         self.forker.send(json.dumps({"op": "stop", "id": job.spec["id"]}).encode())
 
-    def _on_verdict(self, slot: int) -> None:
-        j = self.judges[slot]
-        job = next(job for job in self.running.values() if job.slot == slot)
+    def _on_verdict(self, job: _Job) -> None:
         try:
-            chunk = j.sock.recv(1 << 16) if j else b""
+            chunk = job.judge.recv(1 << 16) if job.judge else b""
+        except BlockingIOError:
+            return
         except OSError:
             chunk = b""
         if not chunk:
-            self._drop_judge(slot)
             job.verdict = job.verdict or {"status": "judge-error", "error": "judge died", "passed": [], "n": -1}
         else:
-            j.buf += chunk
-            frames = _frames(j.buf)
+            job.judge_buf += chunk
+            frames = _frames(job.judge_buf)
             if not frames:
                 return
-            job.verdict = json.loads(frames[-1])
-            if job.verdict.get("retire"):
-                self._drop_judge(slot)
+            try:
+                job.verdict = wire.decode(frames[-1], _no_refs)
+            except wire.Lost:
+                job.verdict = {"status": "judge-error", "error": "unreadable verdict", "passed": [], "n": -1}
+        self._close_judge(job)
         self._stop(job)
 
     def _on_output(self, job: _Job, fd: int) -> None:
@@ -210,8 +182,8 @@ class Zygote:
     def _check_deadlines(self, now: float) -> None:
         for job in self.running.values():
             if job.verdict is None and now > job.t0 + job.timeout + JUDGE_EXTRA_S:
-                self._drop_judge(job.slot)  # wedged in test code: a fresh judge serves the next job
                 job.verdict = {"status": "timeout", "error": "the judge did not finish in time", "passed": [], "n": -1}
+                self._close_judge(job)  # wedged in test code: the forker kills it with the program
                 self._stop(job)
             if job.report is None and now > job.t0 + job.timeout + REPORT_EXTRA_S:
                 job.report, job.report_at = {"returncode": None, "fault": "no exit report"}, now
@@ -249,9 +221,8 @@ class Zygote:
             if stdin_open:
                 readers[0] = ("stdin",)
             for job in self.running.values():
-                j = self.judges[job.slot]
-                if job.verdict is None and j is not None:
-                    readers[j.sock.fileno()] = ("verdict", job.slot)
+                if job.verdict is None and job.judge is not None:
+                    readers[job.judge.fileno()] = ("verdict", job)
                 for fd, buf in job.out.items():
                     if isinstance(buf, bytearray):
                         readers[fd] = ("out", job, fd)

@@ -1,14 +1,14 @@
 """Run untrusted Python programs against a dataset's tests without letting them touch the trainer or the verdict.
 
-Layers (details in docs/sandbox.md):
+A one-way stack, lowest first (details in docs/sandbox.md); each module imports only modules above it in this list:
 
 * ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
-* ``runner``, ``encoding`` -- the program's process: runs it as module ``solution``, answers requests about its
-  objects, and sends them as data, by name, or as handles.
-* ``wire``, ``channel``, ``connection``, ``proxy`` -- the verdict channel: frames, restricted value codecs,
-  nested requests, and the proxies the tests see instead of the candidate's objects.
-* ``judge`` -- a separate, trusted process that runs the tests and counts passes.
-* ``forker``, ``zygote`` -- the warm pool: one fork per program, long-lived judges.
+* ``wire``, ``channel`` -- frames, the data-only value codec, requests and replies nested in both directions.
+* ``runner`` -- the candidate's process: runs the program as module ``solution``, answers requests about its
+  objects, sends them as data or as handles.
+* ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the
+  candidate's objects, its end of the channel, and the tests and their verdict.
+* ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job.
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.
 
 Only the standard library is imported: the zygote loads this package on its own, without grpo_fast.

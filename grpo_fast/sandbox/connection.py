@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import collections
 import importlib
-import io
 import operator
-import pickle
 import sys
 import types
 from typing import Any
@@ -20,8 +18,9 @@ from typing import Any
 from . import wire
 from .channel import Channel
 from .proxy import Remote, RemoteValue, awaited, handle_of
-from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
 
+IMPORTABLE_PACKAGES = frozenset({"numpy"})  # besides the standard library, what a test may name without importing
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
                         "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3", "test", "__main__"})
 _OWN_PACKAGE = __name__.split(".")[0]  # "grpo_fast_sandbox" in the zygote, "grpo_fast" when imported normally
@@ -89,11 +88,7 @@ class Connection:
         self.local: list[Any] = []
         self.local_ids: dict[int, int] = {}
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
-        self.decoding = 0  # a crafted pickle must not make the decoder call a proxy or read its attributes
-        self.markers = {"ref": self.proxy, "jref": self.local.__getitem__, "plain": wire.plain,
-                        "named": wire.named, "view": wire.view, "error": wire.error, "exc_class": self.exc_class,
-                        "stdref": self.stdref, "awaitable": lambda hid, kind: awaited(self.proxy(hid, kind))}
-        stream = Stream(sock, max_frame=16 << 20)
+        stream = Stream(sock, max_frame=wire.MAX_FRAME)
         stream.deadline = deadline
         self.channel = Channel(stream, self.dumps, self.loads, self.serve)
 
@@ -101,10 +96,10 @@ class Connection:
     def request(self, op: str, *args: Any) -> Any:
         if self.dead:
             raise Lost(self.dead)
-        if self.decoding and op not in ("hash", "cmp", "value"):  # building a set or dict of them is fine
-            raise pickle.UnpicklingError("candidate objects cannot be used while decoding")
         try:
             return self.channel.request(op, *args)
+        except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
+            raise RuntimeError(f"the program raised {type(exc).__name__}") from None
         except Lost as err:
             self.dead = self.dead or f"candidate process lost ({err})"
             raise
@@ -114,13 +109,14 @@ class Connection:
 
     def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
         muts = _mutables((args, kwargs))
-        capture = sys.stdout is not sys.__stdout__  # the test redirected stdout: it wants what the call prints
+        capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__)  # the test redirected them
         reply = self.request("call", fn, args, kwargs, muts, capture)
-        if type(reply) is not tuple or len(reply) != 3:
+        if type(reply) is not tuple or len(reply) != 4:
             raise TypeError("malformed call reply")
-        result, new, printed = reply
-        if capture and type(printed) is str and printed:
-            sys.stdout.write(printed)
+        result, new, printed, errors = reply
+        for wanted, text, stream in ((capture[0], printed, sys.stdout), (capture[1], errors, sys.stderr)):
+            if wanted and type(text) is str and text:
+                stream.write(text)
         if type(new) is list and len(new) == len(muts):
             mapping = {id(n): m for m, n in zip(muts, new)}
             for m, n in zip(muts, new):
@@ -133,54 +129,85 @@ class Connection:
         if type(reply) is not tuple or len(reply) != 3 or type(reply[0]) is not list or type(reply[1]) is not bool:
             raise TypeError("malformed iterator reply")
         exc = reply[2] if isinstance(reply[2], BaseException) else None
+        if isinstance(exc, (StopIteration, StopAsyncIteration)):
+            exc = RuntimeError("the program's iterator raised StopIteration")
         return reply[0], reply[1], exc
 
-    # -- decoding
+    # -- decoding: the candidate's replies; data is rebuilt by ``wire``, references mean what this side says
     def loads(self, data: bytes) -> Any:
-        self.decoding += 1
-        try:
-            return wire.loads_restricted(data, self.markers)
-        finally:
-            self.decoding -= 1
+        return wire.decode(data, self.on_ref)
+
+    def on_ref(self, kind: str, f: tuple) -> Any:  # noqa: C901 - one branch per kind of reference
+        if kind == "h" and len(f) == 3 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is str:
+            return self.proxy(f[0], f[1], f[2])
+        if kind == "j" and len(f) == 1 and type(f[0]) is int and 0 <= f[0] < len(self.local):
+            return self.local[f[0]]
+        if kind == "e" and len(f) == 1 and wire.builtin_exception(f[0]) is not None:
+            return wire.builtin_exception(f[0])
+        if kind == "x" and len(f) == 3 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is tuple:
+            return self.exc_class(*f)
+        if kind == "a" and len(f) == 2 and _handle(f[0]) and type(f[1]) is str:
+            return awaited(self.proxy(f[0], f[1], ""))
+        if kind == "m" and len(f) == 2 and type(f[0]) is str and _handle(f[1]):
+            return own_module(f[0]) or self.proxy(f[1], "module", "")
+        if kind == "s" and len(f) == 2 and type(f[0]) is str and _handle(f[1]):
+            found = setup_object(f[0])
+            return found if found is not None else self.proxy(f[1], f[0], "")
+        if kind == "g" and len(f) == 2 and type(f[1]) is dict:
+            return setup_instance(f[0], f[1])
+        raise WireError(f"reference {kind!r} not accepted")
 
     def proxy(self, hid: int, kind: str, base: str = "") -> Remote:
         p = self.proxies.get(hid)
         if p is None:
             t = wire.builtin_base_named(base)
             cls = Remote if t is None else RemoteValue
-            p = self.proxies[hid] = cls.make(self, int(hid), str(kind)[:100], t)
+            p = self.proxies[hid] = cls.make(self, hid, kind[:100], t)
         return p
 
-    def exc_class(self, hid: int, module: str, qualname: str, bases: tuple) -> type:
+    def exc_class(self, hid: int, qualname: str, bases: tuple) -> type:
+        """The candidate's exception class as a class of the judge's: same name and bases, so that ``except
+        MyError`` and ``except ValueError`` in a test both work."""
         cls = self.exc_classes.get(hid)
         if cls is None:
-            real = resolve(str(module), str(qualname)) if module != SOLUTION_MODULE else None
-            if isinstance(real, type) and issubclass(real, BaseException):
-                cls = real
-            else:
-                name = str(qualname).rsplit(".", 1)[-1][:100] or "CandidateError"
-                ok = tuple(b for b in bases if isinstance(b, type) and issubclass(b, BaseException)) or (Exception,)
-                try:
-                    cls = type(name, ok, {"__module__": SOLUTION_MODULE})
-                except TypeError:  # incompatible bases: keep the name and the first base's meaning
-                    cls = type(name, ok[:1], {"__module__": SOLUTION_MODULE})
-            self.exc_classes[hid] = cls
+            if not all(isinstance(b, type) and issubclass(b, BaseException) for b in bases):
+                raise WireError("exception bases must be exception classes")
+            cls = self.exc_classes[hid] = wire.rebuilt_exception_class(qualname.rsplit(".", 1)[-1], bases)
             self.exc_hids[id(cls)] = hid
         return cls
 
-    def stdref(self, module: str, qualname: str, hid: int, kind: str) -> Any:
-        """Modules by name (the judge's own copy) and the setup's objects; anything else stays a proxy."""
-        if module == SETUP_MODULE or not qualname:
-            obj = resolve(str(module), str(qualname))
-            if obj is not None:
-                return obj
-        return self.proxy(hid, kind)
-
-    # -- encoding
+    # -- encoding: call arguments; data by value, candidate objects by handle, judge objects lent
     def dumps(self, obj: Any) -> bytes:
-        buf = io.BytesIO()
-        JudgePickler(buf, self).dump(obj)
-        return buf.getvalue()
+        return wire.Encoder(self.hook, _is_remote, self.exception).encode(obj)
+
+    def hook(self, obj: Any, by_handle: bool) -> Ref | Plain:
+        if isinstance(obj, Remote):
+            return Ref("h", (handle_of(obj),))
+        if by_handle:
+            return Ref("j", (self.lend(obj),))
+        if isinstance(obj, type):
+            hid = self.exc_hids.get(id(obj))
+            if hid is not None:
+                return Ref("h", (hid,))
+            if wire.builtin_exception(obj.__name__) is obj:
+                return Ref("e", (obj.__name__,))
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+            if isinstance(mod, str) and isinstance(qual, str) and mod not in ("__main__", SOLUTION_MODULE) \
+                    and _lookup(mod, qual) is obj:
+                return Ref("n", (mod, qual))  # the candidate side has (or can import) the same object
+        if wire.builtin_base(type(obj)) is not None:
+            return Plain(wire.base_value(obj))
+        return Ref("j", (self.lend(obj),))
+
+    def exception(self, exc: BaseException) -> tuple[Any, str, tuple, dict]:
+        """An exception the test raises into the program: its class, never an assertion's message (it may
+        hold an expected value)."""
+        hid = self.exc_hids.get(id(type(exc)))
+        name, message, args, _ = wire.exception_fields(exc)
+        if isinstance(exc, AssertionError):
+            message, args = "", ()
+        return (Ref("h", (hid,)) if hid is not None else name), message, args, {}
 
     def lend(self, obj: Any) -> int:
         jid = self.local_ids.get(id(obj))
@@ -224,57 +251,55 @@ def _allowed(target: Any, op: str, args: tuple) -> bool:
     return op != "cmp" or args[1] in _COMPARE
 
 
-def resolve(module: str, qualname: str) -> Any:
-    """The judge's own module or setup object, else None. Only already-loaded modules and top-level stdlib
-    modules (a short list of ones with side effects excepted) are imported for it; the sandbox's own modules are
-    never handed out."""
-    if not module or module in (SOLUTION_MODULE, "__main__") or module.split(".")[0] == _OWN_PACKAGE:
+def _handle(x: Any) -> bool:
+    return type(x) is int and 0 <= x < (1 << 31)
+
+
+def _is_remote(t: type) -> bool:
+    return issubclass(t, Remote)
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        if obj is None or part.startswith("<"):
+            return None
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def importable(name: str) -> bool:
+    """A module a test may get without importing it: the standard library (a few with side effects excepted)
+    and ``IMPORTABLE_PACKAGES``; never this sandbox, the program or the test module."""
+    top = name.split(".")[0]
+    return all(p.isidentifier() for p in name.split(".")) and top not in _NO_IMPORT and top != _OWN_PACKAGE \
+        and (top in sys.stdlib_module_names or top in IMPORTABLE_PACKAGES)
+
+
+def own_module(name: str) -> types.ModuleType | None:
+    """The judge's own import of module ``name`` (see ``importable``), else None."""
+    if not importable(name):
         return None
-    if module not in sys.modules:
-        if "." in module or module not in sys.stdlib_module_names or module in _NO_IMPORT:
-            return None
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - an unimportable name is simply not resolved
-            return None
-    return wire.lookup(module, qualname) if qualname else sys.modules.get(module)
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - an unimportable name is simply not resolved
+        return None
 
 
-class JudgePickler(pickle.Pickler):
-    """Call arguments: data by value; candidate objects by handle; judge objects that are not data are lent."""
-
-    def __init__(self, file: Any, conn: Connection) -> None:
-        super().__init__(file, protocol=5)
-        self.conn = conn
-
-    def reducer_override(self, obj: Any) -> Any:
-        t = type(obj)
-        if isinstance(obj, Remote):
-            return wire.ref, (handle_of(obj), "")
-        if isinstance(obj, type):
-            hid = self.conn.exc_hids.get(id(obj))
-            if hid is not None:
-                return wire.ref, (hid, "")
-        if wire.is_value_class(t) or (t.__module__.startswith("numpy") and _numpy_data(obj)):
-            return NotImplemented
-        if isinstance(obj, BaseException):  # an assertion's message may hold an expected value: not sent
-            args = () if isinstance(obj, AssertionError) or type(obj.args) is not tuple else obj.args
-            return wire.jerror, (t.__name__, args)
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            mod = getattr(obj, "__module__", None)
-            if mod not in (None, "__main__") and wire.lookup(mod, getattr(obj, "__qualname__", "")) is obj:
-                return NotImplemented  # the candidate side has (or can import) the same object
-        elif t is not types.ModuleType:
-            kind = wire.view_kind(obj)
-            if kind is not None:
-                return wire.view, (kind, list(obj))
-            if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
-                return wire.named, (t.__name__, tuple(map(str, t._fields)), tuple.__getitem__(obj, slice(None)))
-            if wire.builtin_base(t) is not None:
-                return wire.plain, (wire.base_value(obj),)
-        return wire.jref, (self.conn.lend(obj),)
+def setup_object(name: str) -> Any:
+    """A top-level class or function of the judge's copy of the dataset's setup code, by its exact name."""
+    mod = sys.modules.get(SETUP_MODULE)
+    obj = vars(mod).get(name) if mod is not None and name.isidentifier() else None
+    ok = isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == SETUP_MODULE
+    return obj if ok else None
 
 
-def _numpy_data(obj: Any) -> bool:
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(obj, (np.ndarray, np.generic, np.dtype))
+def setup_instance(name: Any, attrs: dict) -> Any:
+    """A fresh instance of a class of the setup code, with the candidate's attribute values (data)."""
+    cls = setup_object(name) if type(name) is str else None
+    if not isinstance(cls, type) or not all(type(k) is str and k.isidentifier() and not k.startswith("__")
+                                            for k in attrs):
+        raise WireError("not an instance of a setup class")
+    obj = cls.__new__(cls)
+    vars(obj).update(attrs)
+    return obj

@@ -7,6 +7,7 @@ code and call arguments. Results go back by value when they are plain data (see 
 from __future__ import annotations
 
 import copy
+import importlib
 import io
 import math
 import operator
@@ -18,8 +19,63 @@ from typing import Any
 
 from . import wire
 from .channel import Channel
-from .encoding import CandidatePickler, Judged
-from .wire import SETUP_MODULE, SOLUTION_MODULE, Stream
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
+
+
+class Judged:
+    """A judge object the test lent the program (a function, an iterator...): every use is a request to the judge."""
+
+    __slots__ = ("_sbx_jid", "_sbx_chan", "__weakref__")
+
+    def __init__(self, jid: int, channel: Channel) -> None:
+        object.__setattr__(self, "_sbx_jid", jid)
+        object.__setattr__(self, "_sbx_chan", channel)
+
+    def _sbx(self, op: str, *args: Any) -> Any:
+        return object.__getattribute__(self, "_sbx_chan").request(op, self, *args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sbx("call", args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return self._sbx("getattr", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sbx("setattr", name, value)
+
+    def __iter__(self) -> Any:
+        return self._sbx("iter")
+
+    def __next__(self) -> Any:
+        return self._sbx("next")
+
+    def __len__(self) -> int:
+        return self._sbx("len")
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._sbx("getitem", key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._sbx("setitem", key, value)
+
+    def __contains__(self, item: Any) -> bool:
+        return self._sbx("contains", item)
+
+    def __bool__(self) -> bool:
+        return self._sbx("bool")
+
+    def __repr__(self) -> str:
+        return self._sbx("repr")
+
+    def __str__(self) -> str:
+        return self._sbx("str")
+
+    def __hash__(self) -> int:
+        return self._sbx("hash")
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Judged, f"__{_name}__", lambda self, other, _n=_name: self._sbx("cmp", _n, other))
 
 
 def _snapshot(m: Any) -> Any:
@@ -59,14 +115,7 @@ class Runner:
         self.ids: dict[int, int] = {}
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
-        self.markers = {"ref": lambda hid, kind, base="": self.objs[hid], "jref": self._judged, "plain": wire.plain,
-                        "named": wire.named, "view": wire.view, "jerror": wire.jerror}
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch)
-
-    def _judged(self, jid: int) -> Judged:
-        if jid not in self.judged:
-            self.judged[jid] = Judged(jid, self.channel)
-        return self.judged[jid]
 
     def export(self, obj: Any) -> int:
         hid = self.ids.get(id(obj))
@@ -75,13 +124,63 @@ class Runner:
             self.objs.append(obj)  # kept alive for the whole job, so ids are never reused
         return hid
 
+    # -- encoding: what each candidate object becomes on the wire
+    def hook(self, obj: Any, by_handle: bool) -> Ref | Plain:  # noqa: C901 - one branch per kind of object
+        t = type(obj)
+        if t is Judged:
+            return Ref("j", (object.__getattribute__(obj, "_sbx_jid"),))
+        kind = t.__qualname__[:100]
+        if by_handle:
+            return Ref("h", (self.export(obj), kind, ""))
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            return self.exception_class(obj)
+        if t is types.CoroutineType:
+            return Ref("a", (self.export(obj), kind))
+        if t is types.ModuleType:
+            return Ref("m", (str(getattr(obj, "__name__", "")), self.export(obj)))
+        if t.__module__ == "numpy":  # object, string or record arrays and scalars: as Python data
+            if hasattr(obj, "tolist"):
+                return Plain(obj.tolist())
+        qual = getattr(obj, "__qualname__", None) if isinstance(obj, (type, types.FunctionType)) else None
+        if qual and getattr(obj, "__module__", None) == SETUP_MODULE and _setup_attr(qual) is obj:
+            return Ref("s", (qual, self.export(obj)))  # the dataset's own class or function: the judge's copy
+        if t.__module__ == SETUP_MODULE and _setup_attr(t.__qualname__) is t and wire.builtin_base(t) is None:
+            attrs = getattr(obj, "__dict__", None)
+            if type(attrs) is dict and all(type(k) is str for k in attrs):
+                return Ref("g", (t.__qualname__, dict(attrs)))  # an instance of the dataset's class: by value
+        base = wire.builtin_base(t)
+        return Ref("h", (self.export(obj), kind, base.__name__ if base is not None else ""))
+
+    def exception_class(self, cls: type) -> Ref:
+        if wire.builtin_exception(cls.__name__) is cls:
+            return Ref("e", (cls.__name__,))
+        bases = tuple(self.exception_class(b) for b in cls.__bases__ if issubclass(b, BaseException))
+        return Ref("x", (self.export(cls), cls.__qualname__[:200], bases))
+
+    def exception(self, exc: BaseException) -> tuple[Any, str, tuple, dict]:
+        _, message, args, attrs = wire.exception_fields(exc)
+        return self.exception_class(type(exc)), message, args, attrs
+
     def dumps(self, obj: Any) -> bytes:
-        buf = io.BytesIO()
-        CandidatePickler(buf, self).dump(obj)
-        return buf.getvalue()
+        return wire.Encoder(self.hook, lambda t: t is Judged, self.exception).encode(obj)
+
+    # -- decoding: what the judge sends (trusted: the judge runs the dataset's code, not the program's)
+    def on_ref(self, kind: str, fields: tuple) -> Any:
+        if kind == "h":
+            return self.objs[fields[0]]
+        if kind == "j":
+            jid = fields[0]
+            if jid not in self.judged:
+                self.judged[jid] = Judged(jid, self.channel)
+            return self.judged[jid]
+        if kind == "e":
+            return wire.builtin_exception(fields[0]) or Exception
+        if kind == "n":  # a stdlib function or class the test passed (``key=str.lower``): this side's own copy
+            return _named(*fields)
+        raise ValueError(f"unknown reference {kind!r}")
 
     def loads(self, data: bytes) -> Any:
-        return wire.TrustingUnpickler(data, self.markers).load()
+        return wire.decode(data, self.on_ref, hash_refs=True)  # its own objects: hashing them is local
 
     def dispatch(self, op: str, args: tuple) -> Any:
         return getattr(self, "op_" + op)(*args)
@@ -111,19 +210,21 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
-    def op_call(self, fn: Any, args: tuple, kwargs: dict, muts: list, capture: bool) -> tuple[Any, list | None, str]:
-        """Call. If it mutated arguments in place, send them all back so the judge can update its copies; if the
-        test is capturing stdout, send back what the call printed."""
+    def op_call(self, fn: Any, args: tuple, kwargs: dict, muts: list, capture: tuple[bool, bool]) -> tuple:
+        """Call. If it mutated arguments in place, send them all back so the judge can update its copies; while the
+        test captures stdout or stderr, send back what the call wrote there."""
         before = [_snapshot(m) for m in muts]
-        out, saved = io.StringIO(), sys.stdout
-        if capture:
+        out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
+        if capture[0]:
             sys.stdout = out
+        if capture[1]:
+            sys.stderr = err
         try:
             result = fn(*args, **kwargs)
         finally:
-            if capture:
-                sys.stdout = saved
-        return result, (muts if any(_changed(m, b) for m, b in zip(muts, before)) else None), out.getvalue()
+            sys.stdout, sys.stderr = saved
+        changed = any(_changed(m, b) for m, b in zip(muts, before))
+        return result, (muts if changed else None), out.getvalue(), err.getvalue()
 
     def op_await(self, aw: Any) -> Any:
         import asyncio
@@ -215,6 +316,19 @@ class Runner:
 
     def op_deepcopy(self, obj: Any) -> Any:
         return copy.deepcopy(obj)
+
+
+def _setup_attr(qualname: str) -> Any:
+    """A top-level object of the setup module by name (the dataset's code, run on both sides)."""
+    mod = sys.modules.get(SETUP_MODULE)
+    return vars(mod).get(qualname) if mod is not None and "." not in qualname else None
+
+
+def _named(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def flush() -> None:
