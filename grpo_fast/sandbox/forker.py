@@ -80,13 +80,18 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os._exit(1)
 
 
-def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc: dict[str, Any]) -> None:
-    """The job's judge: isolated like a program, under its own uid; then ``judge.main``. Never returns."""
+def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc: dict[str, Any],
+           private_root: bool) -> None:
+    """The job's judge, under its own uid; then ``judge.main``. Never returns.
+
+    In the minimal root (read-only, root-owned, an empty /proc) it needs no mounts of its own: it can write
+    nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        workdir = isolation.private_workdir(level, uid, tempfile.gettempdir(), root_view(site_dirs)[0])
+        workdir = "/" if private_root else isolation.private_workdir(level, uid, tempfile.gettempdir(),
+                                                                      root_view(site_dirs)[0])
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -147,7 +152,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if desc["op"] == "run":
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
-                judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns) if len(fds) == 5 else None
+                if pidns is not None:
+                    isolation.new_job_namespaces()
+                judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
+                    if len(fds) == 5 else None
                 pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if judge is not None else None
                 if pid is None:
                     if judge is not None:
@@ -173,11 +181,13 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         for pid, (_, deadline) in judges.items():
             if now >= deadline:
                 _kill(pid)
-        for pid, status in isolation.reap():
+        exits = isolation.reap()
+        while exits:
+            pid, status = exits.pop(0)
             if pid in judges:
                 judge_uid = judges.pop(pid)[0]
                 if level != isolation.STRONGEST:
-                    isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
+                    exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
                 if pid in waiting:
                     report.send(waiting.pop(pid))
                 continue
@@ -186,7 +196,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 continue  # an adopted orphan
             del by_id[prog.id]
             if level != isolation.STRONGEST:
-                isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
+                exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 shutil.rmtree(prog.workdir, ignore_errors=True)
             done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
                                "timed_out": prog.timed_out}).encode()
@@ -197,13 +207,13 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
 
 
 def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
-                 pidns: isolation.PidNamespaces | None) -> int | None:
+                 pidns: isolation.PidNamespaces | None, private_root: bool) -> int | None:
     try:
         if pidns is not None:
             pidns.before_fork()
         pid = os.fork()
         if pid == 0:
-            _judge(fds[1], fds[0], level, uid, site_dirs, desc)
+            _judge(fds[1], fds[0], level, uid, site_dirs, desc, private_root)
         return pid
     except OSError:
         return None

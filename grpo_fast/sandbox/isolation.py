@@ -248,11 +248,17 @@ def _namespaces_work() -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
+def new_job_namespaces() -> None:
+    """In the forker, before a job's judge and program are forked: fresh IPC and network namespaces that they share
+    with nobody else (no SysV objects, abstract sockets or loopback from any other job)."""
+    _check(libc.unshare(CLONE_NEWIPC | CLONE_NEWNET), "unshare ipc/net namespaces")
+
+
 def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
-    """One job's process (a program or its judge), before dropping privileges: its own mount, IPC and network
-    namespaces and an empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
+    """A job's process, before dropping privileges: its own mount namespace with a private /proc and /tmp, and an
+    empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
     if level == STRONGEST:
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare mount/ipc/net namespaces")
+        _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
         enter_private_fs(keep)
         workdir = "/tmp/work"  # /tmp is a fresh tmpfs: a fixed name is fine
         os.mkdir(workdir, 0o700)
@@ -300,10 +306,12 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     set_pdeathsig()
 
 
-def kill_leftovers(level: str, uid: int, keep: set[int]) -> None:
+def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]]:
     """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans (rlimits-only) until
-    none remain. ``keep``: our children that are other jobs' programs, still running."""
+    none remain. ``keep``: our children that are other jobs' processes, still running. Returns the children
+    reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
     me = os.getpid()
+    reaped: list[tuple[int, int]] = []
     for _ in range(200):
         found = False
         for p in os.listdir("/proc"):
@@ -323,10 +331,11 @@ def kill_leftovers(level: str, uid: int, keep: set[int]) -> None:
                     os.kill(int(p), signal.SIGKILL)
                 except OSError:
                     pass
-        reap()
+        reaped += reap()
         if not found:
-            return
+            return reaped
         time.sleep(0.001)
+    return reaped
 
 
 def reap() -> list[tuple[int, int]]:

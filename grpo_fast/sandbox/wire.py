@@ -378,84 +378,85 @@ def decode(data: bytes, on_ref: Callable[[str, tuple], Any],
 class _Decoder:
     def __init__(self, data: bytes, on_ref: Callable[[str, tuple], Any],
                  on_exception: Callable[[Any, str, tuple, dict], BaseException], hash_refs: bool) -> None:
-        self.data, self.pos, self.on_ref, self.on_exception = data, 0, on_ref, on_exception
+        self.data, self.on_ref, self.on_exception = data, on_ref, on_exception
         self.hash_refs = hash_refs
         self.built: list[Built] = []  # every compound, in build order: what ``@`` refers to
 
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise WireError("truncated frame")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def run(self) -> Any:
+    def run(self) -> Any:  # noqa: C901 - the scalar cases inline: this loop is the channel's hot path
+        data, pos, end = self.data, 0, len(self.data)
         stack: list[tuple[bytes, int, list[Built]]] = []
-        result: Built | None = None
+        unpack_u32, unpack_q, unpack_d = _HDR.unpack_from, _Q.unpack_from, _D.unpack_from
         while True:
-            tag = self.take(1)
-            value = self.scalar(tag)
+            if pos >= end:
+                raise WireError("truncated frame")
+            code = data[pos]
+            pos += 1
+            value = _CONSTANTS.get(code)
             if value is None:
-                count = _HDR.unpack(self.take(4))[0]
-                if count > len(self.data) - self.pos:  # every child takes at least one byte
-                    raise WireError("count larger than the frame")
-                if len(stack) >= MAX_DEPTH:
-                    raise WireError("value nested too deeply")
-                if count:
-                    stack.append((tag, count, []))
-                    continue
-                value = self.built_value(tag, [])
-            while True:
-                if not stack:
-                    result = value
-                    break
+                if code in _SIZED:
+                    if pos + 4 > end:
+                        raise WireError("truncated frame")
+                    n = unpack_u32(data, pos)[0]
+                    pos += 4
+                    if code == 0x40:  # @: a container sent earlier in this frame
+                        if n >= len(self.built):
+                            raise WireError("reference to a value not yet sent")
+                        value = self.built[n]
+                    elif code in _COMPOUND_CODES:
+                        if n > end - pos:  # every child takes at least one byte
+                            raise WireError("count larger than the frame")
+                        if len(stack) >= MAX_DEPTH:
+                            raise WireError("value nested too deeply")
+                        if n:
+                            stack.append((bytes((code,)), n, []))
+                            continue
+                        value = self.built_value(bytes((code,)), [])
+                    else:
+                        if n > end - pos or (code == 0x49 and n > MAX_INT_BYTES):
+                            raise WireError("truncated frame or integer too large")
+                        raw = data[pos:pos + n]
+                        pos += n
+                        if code == 0x73:  # s
+                            value = Built(raw.decode("utf-8", "surrogatepass"), False)
+                        elif code == 0x62:  # b
+                            value = Built(raw, False)
+                        elif code == 0x79:  # y
+                            value = Built(bytearray(raw), False)
+                        else:  # I
+                            value = Built(int.from_bytes(raw, "little", signed=True), False)
+                elif code == 0x69:  # i
+                    if pos + 8 > end:
+                        raise WireError("truncated frame")
+                    value = Built(unpack_q(data, pos)[0], False)
+                    pos += 8
+                elif code == 0x66:  # f
+                    if pos + 8 > end:
+                        raise WireError("truncated frame")
+                    value = Built(unpack_d(data, pos)[0], False)
+                    pos += 8
+                elif code == 0x63:  # c
+                    if pos + 16 > end:
+                        raise WireError("truncated frame")
+                    value = Built(complex(*_DD.unpack_from(data, pos)), False)
+                    pos += 16
+                else:
+                    raise WireError(f"unknown tag {bytes((code,))!r}")
+            while stack:
                 tag, count, children = stack[-1]
                 children.append(value)
                 if len(children) < count:
                     break
                 stack.pop()
                 value = self.built_value(tag, children)
-            if result is not None:
-                if self.pos != len(self.data):
+            else:
+                if pos != end:
                     raise WireError("trailing bytes")
-                return result.value
+                return value.value
 
     def built_value(self, tag: bytes, children: list[Built]) -> Built:
         value = self.build(tag, children)
         self.built.append(value)
         return value
-
-    def scalar(self, tag: bytes) -> Built | None:  # noqa: C901 - one branch per wire type
-        if tag == b"@":
-            n = _HDR.unpack(self.take(4))[0]
-            if n >= len(self.built):
-                raise WireError("reference to a value not yet sent")
-            return self.built[n]
-        if tag == b"N":
-            return Built(None, False)
-        if tag == b"T" or tag == b"F":
-            return Built(tag == b"T", False)
-        if tag == b"E":
-            return Built(Ellipsis, False)
-        if tag == b"i":
-            return Built(_Q.unpack(self.take(8))[0], False)
-        if tag == b"I":
-            n = _HDR.unpack(self.take(4))[0]
-            if n > MAX_INT_BYTES:
-                raise WireError("integer too large")
-            return Built(int.from_bytes(self.take(n), "little", signed=True), False)
-        if tag == b"f":
-            return Built(_D.unpack(self.take(8))[0], False)
-        if tag == b"c":
-            return Built(complex(*_DD.unpack(self.take(16))), False)
-        if tag in (b"s", b"b", b"y"):
-            raw = self.take(_HDR.unpack(self.take(4))[0])
-            if tag == b"s":
-                return Built(raw.decode("utf-8", "surrogatepass"), False)
-            return Built(raw if tag == b"b" else bytearray(raw), False)
-        if tag in _COMPOUND:
-            return None
-        raise WireError(f"unknown tag {tag!r}")
 
     def build(self, tag: bytes, kids: list[Built]) -> Built:  # noqa: C901 - one branch per wire type
         v = [k.value for k in kids]
@@ -532,8 +533,10 @@ class _Decoder:
             raise WireError("a set element or dict key refers to the other side's object")
 
 
-_COMPOUND = frozenset({b"l", b"t", b"S", b"Z", b"d", b"O", b"C", b"U", b"Q", b"r", b"A", b"V", b"n", b"g", b"X",
-                       b"P", b"W", b"R"})
+_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWR")
+_SIZED = _COMPOUND_CODES | frozenset(b"@sbyI")  # a u32 follows the tag
+_CONSTANTS = {ord("N"): Built(None, False), ord("T"): Built(True, False), ord("F"): Built(False, False),
+              ord("E"): Built(Ellipsis, False)}
 
 
 
