@@ -10,6 +10,7 @@ finished with it; with a PID namespace each death takes every process it started
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -127,6 +128,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
         isolation.minimal_root(*root_view(site_dirs))
+    gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -154,12 +156,17 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if pidns is not None:
                     isolation.new_job_namespaces()
+                # the program first: its start (mounts) is the longer one, and the judge's first request waits on it
+                pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
                 judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
-                    if len(fds) == 5 else None
-                pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if judge is not None else None
-                if pid is None:
-                    if judge is not None:
-                        os.kill(judge, signal.SIGKILL)
+                    if pid is not None else None
+                if pid is None or judge is None:
+                    for victim in (pid, judge):
+                        if victim is not None:
+                            _kill(victim)
+                    for fd in fds[3:] if pid is None else ():
+                        os.close(fd)
+                    pid = None
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
                                             "fault": "could not start the program or its judge"}).encode())
                 else:
