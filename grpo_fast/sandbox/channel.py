@@ -22,8 +22,10 @@ class Channel:
     """One end of a job's channel. ``dumps``/``loads`` are this side's codecs; ``dispatch(op, args)`` serves."""
 
     def __init__(self, stream: Stream, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
-                 dispatch: Callable[[str, tuple], Any]) -> None:
+                 dispatch: Callable[[str, tuple], Any], shrink: Callable[[str, Any], Any] | None = None) -> None:
+        """``shrink(op, value)``: a smaller stand-in for a reply too large for one frame (e.g. by handle)."""
         self.stream, self.dumps, self.loads, self.dispatch = stream, dumps, loads, dispatch
+        self.shrink = shrink
         self.lock = threading.RLock()  # candidate threads may call back into the judge concurrently
         self.pid = os.getpid()
         self._next = 0
@@ -84,6 +86,10 @@ class Channel:
             reply = (REPLY, rid, False, exc)
         try:
             data = self.dumps(reply)
+            if len(data) > self.stream.max_frame and self.shrink is not None and reply[2]:
+                data = self.dumps((REPLY, rid, True, self.shrink(op, reply[3])))
+            if len(data) > self.stream.max_frame:
+                raise ValueError("reply larger than a frame")
         except (Lost, Deadline):
             raise
         except BaseException as err:  # noqa: BLE001 - e.g. a structure too deep to encode

@@ -8,76 +8,24 @@ lent it -- only what each kind of object allows.
 
 from __future__ import annotations
 
-import collections
 import importlib
 import operator
 import sys
 import types
+import warnings
 from typing import Any
 
-from . import wire
+from . import mutables, wire
 from .channel import Channel
+from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
 
+_SHOW_WARNING = warnings._showwarnmsg_impl  # noqa: SLF001 - replaced while a test records warnings
 IMPORTABLE_PACKAGES = frozenset({"numpy"})  # besides the standard library, what a test may name without importing
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
                         "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3", "test", "__main__"})
 _OWN_PACKAGE = __name__.split(".")[0]  # "grpo_fast_sandbox" in the zygote, "grpo_fast" when imported normally
-_MUTABLE = (list, dict, set, bytearray, collections.deque)
-_CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
-                         collections.Counter, collections.defaultdict})
-
-
-def _mutables(root: Any, depth: int = 4) -> list[Any]:
-    """Mutable containers among call arguments (a few levels deep), in a fixed order, each once."""
-    out: list[Any] = []
-    seen: set[int] = set()
-    np = sys.modules.get("numpy")
-    mutable = _MUTABLE + (np.ndarray,) if np is not None else _MUTABLE
-
-    def walk(x: Any, d: int) -> None:
-        if isinstance(x, mutable):
-            if id(x) in seen:
-                return
-            seen.add(id(x))
-            out.append(x)
-        if d <= 0:
-            return
-        if type(x) in (list, tuple, collections.deque):
-            if any(k in _CONTAINERS or issubclass(k, mutable) for k in set(map(type, x))):
-                for y in x:
-                    walk(y, d - 1)
-        elif isinstance(x, dict):
-            for y in x.values():
-                walk(y, d - 1)
-
-    walk(root, depth)
-    return out
-
-
-def _sync(mine: Any, new: Any, mapping: dict[int, Any]) -> None:
-    """Make the judge's container hold what the candidate's copy holds after the call."""
-    same = mapping.get
-    np = sys.modules.get("numpy")
-    if np is not None and isinstance(mine, np.ndarray):
-        if isinstance(new, np.ndarray) and new.shape == mine.shape:
-            mine[...] = new
-    elif isinstance(mine, bytearray) and isinstance(new, (bytes, bytearray)):
-        mine[:] = new
-    elif isinstance(mine, list) and isinstance(new, list):
-        mine[:] = [same(id(x), x) for x in new]
-    elif isinstance(mine, dict) and isinstance(new, dict):
-        mine.clear()
-        mine.update({k: same(id(v), v) for k, v in new.items()})
-    elif isinstance(mine, set) and isinstance(new, (set, frozenset)):
-        mine.clear()
-        mine.update(new)
-    elif isinstance(mine, collections.deque) and isinstance(new, (collections.deque, list)):
-        mine.clear()
-        mine.extend(same(id(x), x) for x in new)
-
-
 class Connection:
     """The judge's end of one job: requests, proxies, exception classes, and objects lent to the candidate."""
 
@@ -88,6 +36,7 @@ class Connection:
         self.local: list[Any] = []
         self.local_ids: dict[int, int] = {}
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
+        self.shared = Shared()
         stream = Stream(sock, max_frame=wire.MAX_FRAME)
         stream.deadline = deadline
         self.channel = Channel(stream, self.dumps, self.loads, self.serve)
@@ -108,26 +57,33 @@ class Connection:
             raise
 
     def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
-        muts = _mutables((args, kwargs))
-        capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__)  # the test redirected them
-        reply = self.request("call", fn, args, kwargs, muts, capture)
-        if type(reply) is not tuple or len(reply) != 4:
+        updates = self.shared.changes()  # what the test changed in containers the program holds copies of
+        new = [(idx, m) for m in mutables.find((args, kwargs)) if (idx := self.shared.add(m)) is not None]
+        capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__,  # the test redirected them
+                   warnings._showwarnmsg_impl is not _SHOW_WARNING)  # noqa: SLF001 - the test records warnings
+        reply = self.request("call", fn, args, kwargs, new, updates, capture)
+        if type(reply) is not tuple or len(reply) != 5:
             raise TypeError("malformed call reply")
-        result, new, printed, errors = reply
+        result, changes, printed, errors, warned = reply
         for wanted, text, stream in ((capture[0], printed, sys.stdout), (capture[1], errors, sys.stderr)):
             if wanted and type(text) is str and text:
                 stream.write(text)
-        if type(new) is list and len(new) == len(muts):
-            mapping = {id(n): m for m, n in zip(muts, new)}
-            for m, n in zip(muts, new):
-                _sync(m, n, mapping)
-            result = mapping.get(id(result), result)
-        return result
+        for item in warned if capture[2] and type(warned) is list else ():
+            if type(item) is tuple and len(item) == 2 and type(item[1]) is str:
+                category = wire.builtin_exception(item[0])
+                ok = isinstance(category, type) and issubclass(category, Warning)
+                warnings.warn(item[1], category if ok else UserWarning, stacklevel=2)
+        same = self.shared.apply(changes)
+        return same.get(id(result), result)
 
     def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]:
-        reply = self.request("next", it, n)
-        if type(reply) is not tuple or len(reply) != 3 or type(reply[0]) is not list or type(reply[1]) is not bool:
+        capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__)
+        reply = self.request("next", it, n, capture)
+        if type(reply) is not tuple or len(reply) != 5 or type(reply[0]) is not list or type(reply[1]) is not bool:
             raise TypeError("malformed iterator reply")
+        for wanted, text, stream in ((capture[0], reply[3], sys.stdout), (capture[1], reply[4], sys.stderr)):
+            if wanted and type(text) is str and text:
+                stream.write(text)
         exc = reply[2] if isinstance(reply[2], BaseException) else None
         if isinstance(exc, (StopIteration, StopAsyncIteration)):
             exc = RuntimeError("the program's iterator raised StopIteration")
@@ -237,6 +193,12 @@ _CALLBACKS: dict[str, Any] = {
 }
 
 
+_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
+_OPAQUE = (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.GeneratorType,
+           types.CoroutineType, types.AsyncGeneratorType, types.FrameType, types.CodeType, types.TracebackType,
+           types.ModuleType)  # routes to frames, code and namespaces: never opened to the program
+
+
 def _allowed(target: Any, op: str, args: tuple) -> bool:
     if op in ("repr", "str", "hash", "bool"):
         return True
@@ -244,11 +206,22 @@ def _allowed(target: Any, op: str, args: tuple) -> bool:
         return callable(target) and type(args[1]) is tuple and type(args[2]) is dict
     if op in ("iter", "next"):
         return True
+    name = args[1] if len(args) > 1 else None
+    if op == "getattr" and name in _METADATA and callable(target):
+        return True
+    if op == "getattr" and type(name) is str and not name.startswith("_") and _stdlib_instance(target):
+        return True  # a StringIO, a random.Random, a queue.Queue the test lent: its public methods
     if type(target).__module__ not in ("__main__", SETUP_MODULE):  # the test's own classes only
         return False
     if op in ("getattr", "setattr"):
-        return type(args[1]) is str and not args[1].startswith("_")
-    return op != "cmp" or args[1] in _COMPARE
+        return type(name) is str and not name.startswith("_")
+    return op != "cmp" or name in _COMPARE
+
+
+def _stdlib_instance(obj: Any) -> bool:
+    module = type(obj).__module__
+    return isinstance(module, str) and module != "builtins" and not isinstance(obj, _OPAQUE) \
+        and module.split(".")[0] in sys.stdlib_module_names
 
 
 def _handle(x: Any) -> bool:

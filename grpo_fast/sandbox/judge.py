@@ -169,6 +169,8 @@ def main(ctl_fd: int, chan_fd: int) -> None:
     """Serve one job: read it from the zygote on ``ctl_fd``, judge the program on ``chan_fd``, send the verdict,
     exit (never returns)."""
     signal.signal(signal.SIGALRM, _alarm)
+    sys.setrecursionlimit(10_000)  # nested callbacks between the test and the program cost frames here
+    sys.set_int_max_str_digits(0)  # one interpreter would let a program lift the limit for the test as well
     try:
         ctl = Stream(socket.socket(fileno=ctl_fd))
         ctl.deadline = time.monotonic() + 60

@@ -6,6 +6,7 @@ code and call arguments. Results go back by value when they are plain data (see 
 
 from __future__ import annotations
 
+import collections
 import copy
 import importlib
 import io
@@ -15,11 +16,27 @@ import os
 import socket
 import sys
 import types
+import warnings
 from typing import Any
 
 from . import wire
 from .channel import Channel
+from .mutables import Shared
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
+
+
+class Handle:
+    """A value the program sends by handle although it is data: a mutable container reached inside a program
+    object (``stack.items``: the test may change it in place), or a reply too large for one frame."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+_IN_PLACE = (list, dict, set, bytearray, collections.deque)
+_LENT_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
 
 
 class Judged:
@@ -38,10 +55,18 @@ class Judged:
         return self._sbx("call", args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name not in _LENT_METADATA:
+            raise AttributeError(name)  # the judge lends no internals; copy, pickle and friends look for these
         return self._sbx("getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._sbx("setattr", name, value)
+
+    def __copy__(self) -> Judged:  # a lent object is the test's: a copy of it is itself, as for a function
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Judged:
+        return self
 
     def __iter__(self) -> Any:
         return self._sbx("iter")
@@ -78,25 +103,6 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Judged, f"__{_name}__", lambda self, other, _n=_name: self._sbx("cmp", _n, other))
 
 
-def _snapshot(m: Any) -> Any:
-    if isinstance(m, dict):
-        return list(m.items())
-    if isinstance(m, set):
-        return set(m)
-    if type(m).__module__ == "numpy":  # an ndarray
-        return m.shape, m.tobytes()
-    return list(m)
-
-
-def _changed(m: Any, before: Any) -> bool:
-    now = _snapshot(m)
-    if isinstance(m, set) or type(m).__module__ == "numpy":
-        return now != before
-    if isinstance(m, dict):
-        return len(now) != len(before) or any(a[0] is not b[0] or a[1] is not b[1] for a, b in zip(now, before))
-    return len(now) != len(before) or any(a is not b for a, b in zip(now, before))
-
-
 _UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int,
           "float": float, "complex": complex, "index": operator.index, "round": round, "trunc": math.trunc,
           "floor": math.floor, "ceil": math.ceil, "reversed": reversed}
@@ -115,7 +121,8 @@ class Runner:
         self.ids: dict[int, int] = {}
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
-        self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch)
+        self.shared = Shared()
+        self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
     def export(self, obj: Any) -> int:
         hid = self.ids.get(id(obj))
@@ -129,6 +136,10 @@ class Runner:
         t = type(obj)
         if t is Judged:
             return Ref("j", (object.__getattribute__(obj, "_sbx_jid"),))
+        if t is Handle:
+            obj, t = obj.value, type(obj.value)
+            base = wire.builtin_base(t)
+            return Ref("h", (self.export(obj), t.__qualname__[:100], base.__name__ if base is not None else ""))
         kind = t.__qualname__[:100]
         if by_handle:
             return Ref("h", (self.export(obj), kind, ""))
@@ -162,7 +173,13 @@ class Runner:
         return self.exception_class(type(exc)), message, args, attrs
 
     def dumps(self, obj: Any) -> bytes:
-        return wire.Encoder(self.hook, lambda t: t is Judged, self.exception).encode(obj)
+        return wire.Encoder(self.hook, _by_hook, self.exception).encode(obj)
+
+    def shrink(self, op: str, value: Any) -> Any:
+        """A reply too large for a frame: its value stays here, the judge gets a handle (``len`` etc. still work)."""
+        if op == "call" and type(value) is tuple:
+            return (Handle(value[0]), *value[1:])
+        return Handle(value)
 
     # -- decoding: what the judge sends (trusted: the judge runs the dataset's code, not the program's)
     def on_ref(self, kind: str, fields: tuple) -> Any:
@@ -210,21 +227,27 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
-    def op_call(self, fn: Any, args: tuple, kwargs: dict, muts: list, capture: tuple[bool, bool]) -> tuple:
-        """Call. If it mutated arguments in place, send them all back so the judge can update its copies; while the
-        test captures stdout or stderr, send back what the call wrote there."""
-        before = [_snapshot(m) for m in muts]
+    def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list, updates: list, capture: tuple) -> tuple:
+        """Call ``fn``. ``new``: containers among the arguments to track for the job; ``updates``: the test's
+        changes to tracked ones. The reply carries the program's changes to tracked containers, and, while the test
+        captures them, what the call wrote to stdout and stderr and the warnings it raised."""
+        for idx, obj in new if type(new) is list else ():
+            self.shared.put(idx, obj)
+        self.shared.apply(updates)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
         if capture[0]:
             sys.stdout = out
         if capture[1]:
             sys.stderr = err
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            sys.stdout, sys.stderr = saved
-        changed = any(_changed(m, b) for m, b in zip(muts, before))
-        return result, (muts if changed else None), out.getvalue(), err.getvalue()
+        with warnings.catch_warnings(record=True) as caught:
+            if capture[2]:
+                warnings.simplefilter("always")
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                sys.stdout, sys.stderr = saved
+        warned = [(w.category.__name__, str(w.message)) for w in caught] if capture[2] else []
+        return result, self.shared.changes(also=result), out.getvalue(), err.getvalue(), warned[:100]
 
     def op_await(self, aw: Any) -> Any:
         import asyncio
@@ -237,7 +260,8 @@ class Runner:
         return getattr(obj, name)(*args, **kwargs)
 
     def op_getattr(self, obj: Any, name: str) -> Any:
-        return getattr(obj, name)
+        value = getattr(obj, name)
+        return Handle(value) if type(value) in _IN_PLACE else value
 
     def op_setattr(self, obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
@@ -246,7 +270,8 @@ class Runner:
         delattr(obj, name)
 
     def op_getitem(self, obj: Any, key: Any) -> Any:
-        return obj[key]
+        value = obj[key]
+        return Handle(value) if type(value) in _IN_PLACE else value
 
     def op_setitem(self, obj: Any, key: Any, value: Any) -> None:
         obj[key] = value
@@ -281,17 +306,26 @@ class Runner:
     def op_iter(self, obj: Any) -> Any:
         return iter(obj)
 
-    def op_next(self, it: Any, n: int) -> tuple[list, bool, BaseException | None]:
-        """Up to ``n`` items; ``done`` when exhausted; an exception raised after the items, if any."""
+    def op_next(self, it: Any, n: int, capture: tuple = (False, False)) -> tuple:
+        """Up to ``n`` items; ``done`` when exhausted; an exception raised after the items, if any; and what the
+        iterator printed meanwhile, while the test captures it."""
         items: list[Any] = []
+        out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
+        if capture[0]:
+            sys.stdout = out
+        if capture[1]:
+            sys.stderr = err
+        done, exc = False, None
         try:
             for _ in range(n):
                 items.append(next(it))
         except StopIteration:
-            return items, True, None
-        except Exception as exc:  # noqa: BLE001 - delivered after the items already produced
-            return items, False, exc
-        return items, False, None
+            done = True
+        except Exception as e:  # noqa: BLE001 - delivered after the items already produced
+            exc = e
+        finally:
+            sys.stdout, sys.stderr = saved
+        return items, done, exc, out.getvalue(), err.getvalue()
 
     def op_unary(self, name: str, obj: Any, *extra: Any) -> Any:
         return _UNARY[name](obj, *extra)
@@ -318,6 +352,10 @@ class Runner:
         return copy.deepcopy(obj)
 
 
+def _by_hook(t: type) -> bool:
+    return t is Judged or t is Handle
+
+
 def _setup_attr(qualname: str) -> Any:
     """A top-level object of the setup module by name (the dataset's code, run on both sides)."""
     mod = sys.modules.get(SETUP_MODULE)
@@ -341,6 +379,7 @@ def flush() -> None:
 
 def serve(fd: int) -> None:
     """Answer the judge on ``fd`` until it closes the channel, then exit (never returns)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # nested callbacks cost frames on both sides
     try:
         Runner(socket.socket(fileno=fd)).channel.serve_forever()
     except BaseException:  # noqa: BLE001, S110 - the judge closing the channel is the normal end

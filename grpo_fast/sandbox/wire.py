@@ -24,6 +24,7 @@ import select
 import struct
 import sys
 import time
+import types
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -300,6 +301,8 @@ class Encoder:
                           depth)
         elif t in _VIEWS:
             self.compound(b"W", [_VIEWS[t], list(obj)], depth)
+        elif t is types.SimpleNamespace and all(type(k) is str for k in vars(obj)):
+            self.compound(b"K", [dict(vars(obj))], depth)
         else:
             self.ref(self.hook(obj, False), depth)
 
@@ -521,6 +524,10 @@ class _Decoder:
             if v[0] != "values":
                 self.hashable(kids[1:])
             return Built(_view(v[0], v[1]), has_ref)
+        if tag == b"K":
+            if len(v) != 1 or type(v[0]) is not dict or not all(type(k) is str and k.isidentifier() for k in v[0]):
+                raise WireError("bad namespace")
+            return Built(types.SimpleNamespace(**v[0]), has_ref)
         if tag == b"R":
             if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not tuple:
                 raise WireError("bad reference")
@@ -533,7 +540,7 @@ class _Decoder:
             raise WireError("a set element or dict key refers to the other side's object")
 
 
-_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWR")
+_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWKR")
 _SIZED = _COMPOUND_CODES | frozenset(b"@sbyI")  # a u32 follows the tag
 _CONSTANTS = {ord("N"): Built(None, False), ord("T"): Built(True, False), ord("F"): Built(False, False),
               ord("E"): Built(Ellipsis, False)}
