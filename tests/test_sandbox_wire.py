@@ -78,7 +78,7 @@ DECODER_ATTACKS = {
     "judge-handle-out-of-range": _encode(Ref("j", (7,))),
     "negative-judge-handle": _encode(Ref("j", (-1,))),
     "exception-class-with-object-base": _compound(b"R", _encode("x"), _compound(
-        b"t", _encode(1), _encode("Evil"), _compound(b"t", _encode(Ref("h", (0, "type", "")))))),
+        b"t", _encode(1), _encode("Evil"), _compound(b"t", _encode(Ref("h", (0, "type", "")))), _encode("x"))),
     "setup-instance-of-unknown-class": _encode(Ref("g", ("os", {}))),
     "setup-instance-dunder-attr": _encode(Ref("g", ("Box", {"__class__": 1}))),
     "set-of-handles": _compound(b"S", _encode(Ref("h", (0, "X", "")))),
@@ -126,6 +126,15 @@ def test_exception_attributes_land_on_a_fresh_instance_only() -> None:
                                   _encode({"code": 3, "__class__": 1, "_private": 2})))
     assert type(exc) is ValueError and exc.args == ("bad",) and exc.code == 3
     assert "_private" not in vars(exc) and ValueError.__dict__.get("code") is None
+
+
+def test_an_exception_class_named_after_a_function_is_only_a_class() -> None:
+    """A program's exception class claiming to be ``builtins.eval`` or ``os.system`` becomes a fresh class of that
+    name; only a real standard-library exception class is ever looked up."""
+    for module, name in (("builtins", "eval"), ("os", "system"), ("json", "JSONDecodeError")):
+        cls = _judge_decode(_encode(Ref("x", (1, name, (Ref("e", ("Exception",)),), module))))
+        assert isinstance(cls, type) and issubclass(cls, BaseException)
+        assert cls.__module__.startswith("json") == (name == "JSONDecodeError")
 
 
 def test_values_the_wire_carries_round_trip() -> None:

@@ -13,6 +13,7 @@ Two test layouts are understood, one value per completion as TRL passes dataset 
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from grpo_fast.rewards.base import completion_text, factory, user_text
 from grpo_fast.sandbox import Sandbox, default_sandbox, make_job
 
+log = logging.getLogger("grpo_fast.rewards")
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3", "py3"}
 
@@ -148,14 +150,24 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
             jobs.append((i, make_job(program, tests, setup, timeout, memory_mb,
                                      entry_point=expose, trusted=trusted, packages=packages)))
         if jobs:
+            outside = 0
             for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction
+                outside += res.outside_design > 0
+            if outside:
+                if not reward.outside_design:
+                    log.warning("code reward: %d row(s) failed a test that compares a program object with a plain "
+                                "value; the sandbox never lets a program object judge a test's value, so an honest "
+                                "class whose __eq__ accepts plain values fails there too (docs/sandbox.md, 'Outside "
+                                "the design')", outside)
+                reward.outside_design += outside
         return scores
 
     default = timeout == 5.0 and memory_mb == 1024
     reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}"
     reward.__qualname__ = reward.__name__
     reward.reward_kind, reward.reward_range = "correctness", (0.0, 1.0)
+    reward.outside_design = 0  # rows scored so far with a test failed under the operator rule (see the warning)
     return reward
 
 

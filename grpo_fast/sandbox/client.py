@@ -52,6 +52,12 @@ class SandboxResult:
     failures: list[str] = field(default_factory=list)
 
     @property
+    def outside_design(self) -> int:
+        """Failed tests in which the judge kept a plain value from a program object (``Money(150) == 1.5``): an
+        honest class may fail there, so such rows are counted and reported, never silently zero."""
+        return sum(isinstance(f, str) and f.startswith("outside design") for f in self.failures)
+
+    @property
     def fraction(self) -> float:
         """Share of tests passed. Tests after a crash or a hang count as failed; no verdict at all scores 0."""
         if not self.n_tests or len(self.passed) != self.n_tests:

@@ -37,11 +37,15 @@ class Connection:
         self.local_ids: dict[int, int] = {}
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
         self.shared = Shared()
+        self.rule = ""  # set when the operator rule kept a plain value from the program during the current test
         stream = Stream(sock, max_frame=wire.MAX_FRAME)
         stream.deadline = deadline
         self.channel = Channel(stream, self.dumps, self.loads, self.serve)
 
     # -- requests
+    def note(self, rule: str) -> None:
+        self.rule = self.rule or rule
+
     def request(self, op: str, *args: Any) -> Any:
         if self.dead:
             raise Lost(self.dead)
@@ -100,7 +104,8 @@ class Connection:
             return self.local[f[0]]
         if kind == "e" and len(f) == 1 and wire.builtin_exception(f[0]) is not None:
             return wire.builtin_exception(f[0])
-        if kind == "x" and len(f) == 3 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is tuple:
+        if kind == "x" and len(f) == 4 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is tuple \
+                and type(f[3]) is str:
             return self.exc_class(*f)
         if kind == "a" and len(f) == 2 and _handle(f[0]) and type(f[1]) is str:
             return awaited(self.proxy(f[0], f[1], ""))
@@ -121,14 +126,19 @@ class Connection:
             p = self.proxies[hid] = cls.make(self, hid, kind[:100], t)
         return p
 
-    def exc_class(self, hid: int, qualname: str, bases: tuple) -> type:
-        """The candidate's exception class as a class of the judge's: same name and bases, so that ``except
+    def exc_class(self, hid: int, qualname: str, bases: tuple, module: str) -> type:
+        """The candidate's exception class as a class of the judge's: a standard library one is the judge's own
+        (``json.JSONDecodeError``); the program's own is rebuilt with the same name and bases, so that ``except
         MyError`` and ``except ValueError`` in a test both work."""
         cls = self.exc_classes.get(hid)
         if cls is None:
             if not all(isinstance(b, type) and issubclass(b, BaseException) for b in bases):
                 raise WireError("exception bases must be exception classes")
-            cls = self.exc_classes[hid] = wire.rebuilt_exception_class(qualname.rsplit(".", 1)[-1], bases)
+            real = getattr(own_module(module), qualname, None) if qualname.isidentifier() else None
+            if isinstance(real, type) and issubclass(real, BaseException):
+                cls = self.exc_classes[hid] = real
+            else:
+                cls = self.exc_classes[hid] = wire.rebuilt_exception_class(qualname.rsplit(".", 1)[-1], bases)
             self.exc_hids[id(cls)] = hid
         return cls
 

@@ -31,6 +31,7 @@ def _not_data(obj: Any) -> Any:
     raise WireError(f"verdicts hold data only, not {type(obj).__name__}")
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
+OUTSIDE_DESIGN = "outside design"  # a failed test in which the operator rule withheld a plain value
 
 
 class TestGlobals(dict):
@@ -146,6 +147,7 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
                 continue
+            conn.rule = ""
             try:
                 exec(code, tns)  # noqa: S102 - the dataset's test
                 ok, why = True, ""
@@ -155,6 +157,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
                 ok, why = False, describe(err)
             if conn.dead and ok:  # the candidate died or hung inside this test: never a pass
                 ok, why = False, conn.dead
+            if not ok and conn.rule:  # visible, never a silent zero: see "Outside the design" in docs/sandbox.md
+                why = f"{OUTSIDE_DESIGN} ({conn.rule}): {why}"
             out["passed"][i], out["failures"][i] = ok, why
         if conn.dead:
             out["status"] = "timeout" if conn.dead == "timeout" else "lost"

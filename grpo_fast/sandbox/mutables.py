@@ -49,23 +49,27 @@ def find(root: Any, depth: int = 4) -> list[Any]:
     return out
 
 
-def snapshot(m: Any) -> Any:
-    if isinstance(m, dict):
-        return list(m.items())
-    if isinstance(m, set):
-        return set(m)
+def snapshot(m: Any, depth: int = 2) -> Any:
+    """What ``m`` holds, by identity, and what the mutable containers inside it hold (``depth`` levels down), so
+    that ``adj[1].append(3)`` counts as a change of ``adj``."""
+    if isinstance(m, (set, frozenset)):
+        return frozenset(m)
     if type(m).__module__ == "numpy":  # an ndarray
         return m.shape, m.tobytes()
-    return list(m)
+    if isinstance(m, (bytes, bytearray)):
+        return bytes(m)
+    inner = depth > 0
+    if isinstance(m, dict):
+        return tuple((id(k), id(v), snapshot(v, depth - 1) if inner and type(v) in _NESTED else None)
+                     for k, v in m.items())
+    return tuple((id(x), snapshot(x, depth - 1) if inner and type(x) in _NESTED else None) for x in m)
+
+
+_NESTED = frozenset({list, dict, set, bytearray, collections.deque})
 
 
 def changed(m: Any, before: Any) -> bool:
-    now = snapshot(m)
-    if isinstance(m, set) or type(m).__module__ == "numpy":
-        return now != before
-    if isinstance(m, dict):
-        return len(now) != len(before) or any(a[0] is not b[0] or a[1] is not b[1] for a, b in zip(now, before))
-    return len(now) != len(before) or any(a is not b for a, b in zip(now, before))
+    return snapshot(m) != before
 
 
 def sync(mine: Any, new: Any, same: dict[int, Any]) -> None:

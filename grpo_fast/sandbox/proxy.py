@@ -25,6 +25,9 @@ class Connection(Protocol):
 
     def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]: ...
 
+    def note(self, rule: str) -> None:
+        """The operator rule kept a plain value from the program in this test (reported if the test fails)."""
+
 
 class Remote:
     """A candidate object; every use the rules above allow is a request to the candidate's process."""
@@ -105,6 +108,7 @@ class Remote:
     def __contains__(self, item: Any) -> bool:
         if isinstance(item, Remote):
             return self._sbx("contains", item)
+        self._sbx_conn.note("a plain value's membership in a program object is checked by iterating it")
         return any(x is item or x == item for x in self)
 
     def __enter__(self) -> Any:
@@ -138,6 +142,7 @@ class Remote:
 def _binary(name: str, reflected: bool) -> Any:
     def op(self: Remote, other: Any) -> Any:
         if not isinstance(other, Remote):
+            self._sbx_conn.note("arithmetic between a program object and a plain value")
             return NotImplemented  # never hand a judge value to a candidate operator
         a, b = (other, self) if reflected else (self, other)
         return self._sbx_conn.request("binop", name, a, b)
@@ -147,6 +152,7 @@ def _binary(name: str, reflected: bool) -> Any:
 def _compare(name: str) -> Any:
     def op(self: Remote, other: Any) -> Any:
         if not isinstance(other, Remote):
+            self._sbx_conn.note("a program object compared with a plain value")
             return NotImplemented
         return self._sbx_conn.request("cmp", name, self, other)
     return op

@@ -166,7 +166,7 @@ class Runner:
         if wire.builtin_exception(cls.__name__) is cls:
             return Ref("e", (cls.__name__,))
         bases = tuple(self.exception_class(b) for b in cls.__bases__ if issubclass(b, BaseException))
-        return Ref("x", (self.export(cls), cls.__qualname__[:200], bases))
+        return Ref("x", (self.export(cls), cls.__qualname__[:200], bases, str(cls.__module__)[:200]))
 
     def exception(self, exc: BaseException) -> tuple[Any, str, tuple, dict]:
         _, message, args, attrs = wire.exception_fields(exc)
@@ -353,7 +353,8 @@ class Runner:
 
 
 def _by_hook(t: type) -> bool:
-    return t is Judged or t is Handle
+    """Judge objects, handles, and namedtuples (a program's namedtuple keeps its methods and class by handle)."""
+    return t is Judged or t is Handle or (t is not tuple and issubclass(t, tuple) and hasattr(t, "_fields"))
 
 
 def _setup_attr(qualname: str) -> Any:

@@ -247,8 +247,8 @@ class Encoder:
         elif t is str:
             raw = obj.encode("utf-8", "surrogatepass")
             out += b"s" + _HDR.pack(len(raw)) + raw
-        elif t is bytes or t is bytearray:
-            out += (b"b" if t is bytes else b"y") + _HDR.pack(len(obj)) + obj
+        elif t is bytes:
+            out += b"b" + _HDR.pack(len(obj)) + obj
         elif t is Ref:
             self.ref(obj, depth)
         elif id(obj) in self.memo:
@@ -280,6 +280,8 @@ class Encoder:
             self.compound(b"U", [name, *(x for kv in dict.items(obj) for x in kv)], depth, obj)
         elif t is collections.deque:
             self.compound(b"Q", [obj.maxlen, *obj], depth, obj)
+        elif t is bytearray:  # a compound, so that a second occurrence is the same object there
+            self.compound(b"Y", [bytes(obj)], depth, obj)
         elif t is range:
             self.compound(b"r", [obj.start, obj.stop, obj.step], depth)
         elif t is slice:
@@ -423,8 +425,6 @@ class _Decoder:
                             value = Built(raw.decode("utf-8", "surrogatepass"), False)
                         elif code == 0x62:  # b
                             value = Built(raw, False)
-                        elif code == 0x79:  # y
-                            value = Built(bytearray(raw), False)
                         else:  # I
                             value = Built(int.from_bytes(raw, "little", signed=True), False)
                 elif code == 0x69:  # i
@@ -524,6 +524,10 @@ class _Decoder:
             if v[0] != "values":
                 self.hashable(kids[1:])
             return Built(_view(v[0], v[1]), has_ref)
+        if tag == b"Y":
+            if len(v) != 1 or type(v[0]) is not bytes:
+                raise WireError("bad bytearray")
+            return Built(bytearray(v[0]), False)
         if tag == b"K":
             if len(v) != 1 or type(v[0]) is not dict or not all(type(k) is str and k.isidentifier() for k in v[0]):
                 raise WireError("bad namespace")
@@ -540,8 +544,8 @@ class _Decoder:
             raise WireError("a set element or dict key refers to the other side's object")
 
 
-_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWKR")
-_SIZED = _COMPOUND_CODES | frozenset(b"@sbyI")  # a u32 follows the tag
+_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWKYR")
+_SIZED = _COMPOUND_CODES | frozenset(b"@sbI")  # a u32 follows the tag
 _CONSTANTS = {ord("N"): Built(None, False), ord("T"): Built(True, False), ord("F"): Built(False, False),
               ord("E"): Built(Ellipsis, False)}
 
