@@ -119,11 +119,12 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
-         private_root: bool) -> None:
+         private_root: bool, workers: int) -> None:
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
+    networks = isolation.JobNetworks(workers) if pidns is not None else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
@@ -154,8 +155,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if desc["op"] == "run":
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
-                if pidns is not None:
-                    isolation.new_job_namespaces()
+                if networks is not None:
+                    networks.enter(int(desc["slot"]))
                 # the program first: its start (mounts) is the longer one, and the judge's first request waits on it
                 pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
                 judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \

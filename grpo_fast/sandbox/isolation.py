@@ -248,10 +248,27 @@ def _namespaces_work() -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-def new_job_namespaces() -> None:
-    """In the forker, before a job's judge and program are forked: fresh IPC and network namespaces that they share
-    with nobody else (no SysV objects, abstract sockets or loopback from any other job)."""
-    _check(libc.unshare(CLONE_NEWIPC | CLONE_NEWNET), "unshare ipc/net namespaces")
+class JobNetworks:
+    """One network namespace per worker slot, entered by the forker before it forks a job's judge and program,
+    plus a fresh IPC namespace per job.
+
+    Concurrent jobs run in different slots, so no two live jobs share a network namespace (no abstract socket,
+    no loopback between them). Jobs of one slot follow each other only after every process of the previous one
+    is dead (a PID namespace each), and a network namespace keeps no socket without a process; none can change
+    its configuration (no capabilities). SysV IPC objects do outlive their processes, so the IPC namespace is
+    new for every job. Creating and tearing down a network namespace per job cost ~0.6 ms of CPU.
+    """
+
+    def __init__(self, slots: int) -> None:
+        """Made before the forker leaves the host's /proc behind (the namespaces are held by descriptors)."""
+        self.slots: list[int] = []
+        for _ in range(slots):
+            _check(libc.unshare(CLONE_NEWNET), "unshare net namespace")
+            self.slots.append(os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+
+    def enter(self, slot: int) -> None:
+        _check(libc.setns(self.slots[slot], CLONE_NEWNET), "setns net")
+        _check(libc.unshare(CLONE_NEWIPC), "unshare ipc namespace")
 
 
 def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:

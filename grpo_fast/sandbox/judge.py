@@ -59,21 +59,17 @@ class TestGlobals(dict):
         return value
 
 
-def compile_test(src: str, i: int) -> types.CodeType:
-    return compile(src, f"<test {i}>", "exec")
-
-
-def module_names(sources: list[str]) -> frozenset[str]:
+def module_names(trees: list[ast.AST]) -> frozenset[str]:
     """Names the tests use as modules (``name.attr``) that are modules a test may get without importing."""
-    found: set[str] = set()
-    for src in sources:
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError):
-            continue
-        found.update(n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    return frozenset(n.value.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                      and isinstance(n.value, ast.Name) and importable(n.value.id))
-    return frozenset(found)
+
+
+def _parse(src: str) -> ast.AST | None:
+    try:
+        return ast.parse(src)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def describe(exc: BaseException) -> str:
@@ -119,7 +115,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
         setup = job.get("setup") or ""
         try:
             exec(compile(setup, "<setup>", "exec"), setup_mod.__dict__)  # noqa: S102 - the dataset's code
-            codes = [compile_test(t, i) for i, t in enumerate(tests)]
+            trees = [ast.parse(t) for t in tests]
+            codes = [compile(tree, f"<test {i}>", "exec") for i, tree in enumerate(trees)]
         except (SyntaxError, ValueError) as err:
             return {**out, "status": "error", "error": f"tests do not compile: {describe(err)}"}
         except Exception as err:  # noqa: BLE001 - broken setup code: nothing can pass
@@ -134,7 +131,8 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
         tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
-        tns.modules = module_names([*tests, job.get("trusted") or ""])
+        trusted = _parse(job.get("trusted") or "")
+        tns.modules = module_names([*trees, *([trusted] if trusted is not None else [])])
         tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__"})
         if job.get("trusted"):  # the dataset's helpers: the tests use these, not the program's copies
             try:

@@ -234,6 +234,9 @@ class Runner:
         for idx, obj in new if type(new) is list else ():
             self.shared.put(idx, obj)
         self.shared.apply(updates)
+        if not any(capture):  # the common case: nothing to redirect
+            result = fn(*args, **kwargs)
+            return result, self.shared.changes(also=result), "", "", []
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
         if capture[0]:
             sys.stdout = out

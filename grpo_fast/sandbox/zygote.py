@@ -91,7 +91,7 @@ class Zygote:
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root)
+                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers)
             finally:
                 os._exit(1)
         jobs_b.close()
@@ -109,7 +109,7 @@ class Zygote:
             job.out[fd] = bytearray()
         keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
         payload = json.dumps({k: spec.get(k) for k in keys}).encode()
-        desc = {"op": "run", "id": spec["id"], "timeout": spec["timeout"],
+        desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()],
