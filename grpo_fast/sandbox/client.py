@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .isolation import LEVELS, STRONGEST
+from .stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.sandbox")
 
@@ -78,6 +79,20 @@ def make_job(source: str, tests: Sequence[str] | None = None, setup: str = "", t
     return {"source": source, "tests": [t for t in tests or [] if isinstance(t, str)], "setup": setup or "",
             "timeout": float(timeout), "memory_mb": int(memory_mb), "expose": [entry_point] if entry_point else [],
             "trusted": trusted or "", "packages": bool(packages)}
+
+
+def make_io_job(source: str, inputs: Sequence[str], outputs: Sequence[str], timeout: float = 2.0,
+                memory_mb: int = 1024, *, compare: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-6,
+                all_or_nothing: bool = False, packages: bool = True) -> dict[str, Any]:
+    """One stdin/stdout job: the program runs as ``__main__`` once per test, with ``inputs[i]`` on stdin; its stdout
+    is compared with ``outputs[i]`` outside its process (``stdio.same_output``). ``timeout`` is per test."""
+    if compare not in COMPARE_MODES:
+        raise ValueError(f"compare must be one of {COMPARE_MODES}, not {compare!r}")
+    if len(inputs) != len(outputs):
+        raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
+    return {"kind": "io", "source": source, "inputs": [str(x) for x in inputs], "outputs": [str(x) for x in outputs],
+            "timeout": float(timeout), "memory_mb": int(memory_mb), "compare": compare, "abs_tol": float(abs_tol),
+            "rel_tol": float(rel_tol), "all_or_nothing": bool(all_or_nothing), "packages": bool(packages)}
 
 
 def _site_dirs() -> list[str]:
@@ -173,7 +188,7 @@ class Sandbox:
 
             writer = threading.Thread(target=feed, daemon=True)
             writer.start()
-            longest = max((float(j["timeout"]) for j in jobs), default=0.0)
+            longest = max((float(j["timeout"]) * max(1, len(j.get("inputs") or ())) for j in jobs), default=0.0)
             deadline = time.monotonic() + (longest + 6) * (len(jobs) // self.workers + 1) + 10
             out: list[SandboxResult | None] = [None] * len(jobs)
             for _ in jobs:

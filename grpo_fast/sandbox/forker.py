@@ -27,6 +27,7 @@ from . import isolation, judge
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
+IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
 
 
 UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
@@ -51,19 +52,22 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
-        rpc, out, err = fds
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        os.dup2(rpc, 3)
+        if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
+            stdin, out, err, rpc = fds
+        else:  # stdin empty; fd 3: the channel to the judge
+            rpc, out, err = fds
+            stdin = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((stdin, 0), (out, 1), (err, 2), (rpc, 3)):
+            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-3 already
+        for target in range(4):
+            os.dup2(target + 100, target)
         os.closerange(4, 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
         os.environ.clear()
         os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
                            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - empty: reading gives "" and input() EOFError
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the test's input, or empty (input() raises EOFError)
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         sys.argv = ["solution.py"]
@@ -74,8 +78,10 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             for name, mod in list(sys.modules.items()):
                 if any(str(getattr(mod, "__file__", "") or "").startswith(d) for d in site_dirs):
                     del sys.modules[name]
-        from .runner import serve
+        from .runner import run_main, serve
 
+        if desc.get("io"):
+            run_main(3)
         serve(3)
     finally:
         os._exit(1)
@@ -157,10 +163,13 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if networks is not None:
                     networks.enter(int(desc["slot"]))
-                # the program first: its start (mounts) is the longer one, and the judge's first request waits on it
-                pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
-                judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
-                    if pid is not None else None
+                if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
+                    pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
+                    judge = 0
+                else:  # the program first: its start (mounts) is the longer one, the judge's first request waits
+                    pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
+                    judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
+                        if pid is not None else None
                 if pid is None or judge is None:
                     for victim in (pid, judge):
                         if victim is not None:
@@ -171,8 +180,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
                                             "fault": "could not start the program or its judge"}).encode())
                 else:
-                    t = time.monotonic() + float(desc["timeout"]) + HARD_EXTRA_S
-                    judges[judge] = (judge_uid, t)
+                    t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
+                    if judge:
+                        judges[judge] = (judge_uid, t)
                     running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
@@ -233,7 +243,7 @@ def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, sit
 def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
            pidns: isolation.PidNamespaces | None) -> int | None:
     try:
-        if len(fds) != 3:
+        if len(fds) != (4 if desc.get("io") else 3):
             return None
         workdir = ""
         if pidns is None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import forker, isolation, wire
+from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
            "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
@@ -37,9 +38,15 @@ _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
 
 @dataclass
 class _Job:
+    """One run of a program: a whole job (judged through the channel), or one stdin test of an ``IoRow``."""
+
     spec: dict[str, Any]
     slot: int
     t0: float
+    run_id: int = 0  # the forker's id for this run: the job's own id, or a fresh one per stdin test
+    row: IoRow | None = None
+    cap: int = OUT_CAP  # stdout bytes kept
+    overflow: bool = False  # a stdin test printed more than ``cap``: stopped, failed
     judge: socket.socket | None = None  # the zygote's line to this job's judge
     judge_buf: bytearray = field(default_factory=bytearray)
     verdict: dict[str, Any] | None = None
@@ -61,6 +68,16 @@ def _frames(buf: bytearray) -> list[bytes]:
     return out
 
 
+def _memfile(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding ``data``, read from its start: a program's stdin or source."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _no_refs(kind: str, fields: tuple) -> Any:
     raise wire.WireError("a verdict holds data only")
 
@@ -78,6 +95,7 @@ class Zygote:
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
         self.free = list(range(workers))
+        self.next_run = 1 << 40  # ids of stdin test runs, never a client's job id
         self.queue: list[dict[str, Any]] = []
         self.running: dict[int, _Job] = {}
         self.reports = bytearray()
@@ -99,7 +117,10 @@ class Zygote:
         self.forker, self.report_fd = jobs_a, rep_r
 
     def _start(self, spec: dict[str, Any], slot: int) -> None:
-        job = self.running[spec["id"]] = _Job(spec, slot, time.monotonic())
+        if spec.get("kind") == "io":
+            self._start_io(IoRow(spec, t0=time.monotonic()), slot)
+            return
+        job = self.running[spec["id"]] = _Job(spec, slot, time.monotonic(), spec["id"])
         judge_end, program_end = socket.socketpair()
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -127,13 +148,46 @@ class Zygote:
             job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
             self._close_judge(job)
 
+    def _start_io(self, row: IoRow, slot: int) -> None:
+        """The row's next stdin test: the input and the program in memory files, no judge (the verdict is made
+        here from the output bytes)."""
+        i = row.next_test()
+        spec = row.spec
+        self.next_run += 1
+        job = _Job(spec, slot, time.monotonic(), self.next_run, row, row.cap(i), verdict={})
+        self.running[job.run_id] = job
+        stdin, source = _memfile("stdin", row.inputs[i].encode()), _memfile("solution", spec["source"].encode())
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+            job.out[fd] = bytearray()
+        desc = {"op": "run", "id": job.run_id, "slot": slot, "timeout": spec["timeout"], "io": True,
+                "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
+        socket.send_fds(self.forker, [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
+        for fd in (stdin, source, out_w, err_w):
+            os.close(fd)
+
+    def _io_done(self, job: _Job) -> None:
+        """A stdin test ended: judge its output, then run the row's next test in the same slot, or answer."""
+        del self.running[job.run_id]
+        row = job.row
+        out, err = (bytes(b) for b in job.out.values())
+        row.record(out, err, job.report or {}, job.overflow)
+        if row.next_test() is not None:
+            self._start_io(row, job.slot)
+            return
+        self.free.append(job.slot)
+        _send(1, {"id": row.spec["id"], **row.result(time.monotonic() - row.t0)})
+
     def _close_judge(self, job: _Job) -> None:
         if job.judge is not None:
             job.judge.close()
             job.judge = None
 
     def _stop(self, job: _Job) -> None:
-        self.forker.send(json.dumps({"op": "stop", "id": job.spec["id"]}).encode())
+        self.forker.send(json.dumps({"op": "stop", "id": job.run_id}).encode())
 
     def _on_verdict(self, job: _Job) -> None:
         try:
@@ -166,7 +220,11 @@ class Zygote:
             os.close(fd)
             job.out[fd] = bytes(buf)  # closed: bytes marks it done
             return
-        buf += chunk[: max(0, OUT_CAP - len(buf))]
+        cap = job.cap if fd == next(iter(job.out)) else OUT_CAP
+        if job.row is not None and len(buf) + len(chunk) > cap and not job.overflow:
+            job.overflow = True  # a stdin test flooding stdout: fails now, without waiting for its time limit
+            self._stop(job)
+        buf += chunk[: max(0, cap - len(buf))]
 
     def _on_reports(self) -> None:
         chunk = os.read(self.report_fd, 1 << 16)
@@ -248,6 +306,9 @@ class Zygote:
             for jid, job in list(self.running.items()):
                 if job.verdict is not None and job.report is not None and \
                         not any(isinstance(b, bytearray) for b in job.out.values()):
+                    if job.row is not None:
+                        self._io_done(job)
+                        continue
                     del self.running[jid]
                     self.free.append(job.slot)
                     _send(1, self._finish(job))

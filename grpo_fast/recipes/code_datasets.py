@@ -1,0 +1,223 @@
+"""Mappers for the competitive-programming datasets people train code models on, each to the code recipe's row.
+
+Every mapper reads one upstream schema exactly (the columns as the dataset publishes them) and writes: a chat
+``prompt`` that says what the format expects (read stdin / implement ``fn_name``, starter code shown), ``tests`` as
+JSON text in a shape ``rewards.code_tests`` reads, the reference solution as ``canonical_solution`` (feeding the gold
+self-test; empty where the dataset has none), and the row's own ``time_limit`` (seconds per test) and
+``memory_limit`` (bytes) when it gives them. ``detect`` picks the mapper from the columns.
+
+| dataset | columns read | tests |
+|---|---|---|
+| APPS, TACO | ``question``, ``input_output``, ``solutions``, ``starter_code`` | stdin or ``fn_name`` |
+| DeepMind CodeContests | ``description``, ``public/private/generated_tests``, ``solutions``, limits | stdin |
+| LiveCodeBench | ``question_content``, ``public/private_test_cases``, ``starter_code``, ``metadata`` | both |
+| open-r1 Codeforces | ``description``, ``input/output_format``, ``official_tests``, limits | stdin |
+| PrimeIntellect verifiable | ``prompt``, ``verification_info``, ``gold_standard_solution`` | both |
+| KodCode | ``question``, ``test`` (pytest), ``solution`` | pytest |
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from grpo_fast.recipes.common import Missing, chat, need, text
+
+SYSTEM_PROMPT = (
+    "You are a careful Python programmer. Reply with one complete, self-contained solution in a single "
+    "```python code block. Do not add tests or example usage."
+)
+STDIN = ("Read the input from standard input and write the answer to standard output. Reply with one complete "
+         "Python 3 program in a single ```python code block.")
+CALL = "Implement `{fn}`. It is called with each test's arguments; do not read input or print the answer."
+PYTHON_LANGUAGES = (3,)  # CodeContests language ids: 3 = PYTHON3 (1 is Python 2, which this kit does not run)
+
+
+def _json(raw: dict, column: str) -> Any:
+    value = need(raw, column)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as err:
+            raise Missing([column], f"is not valid JSON ({err})") from None
+    return value
+
+
+def _row(statement: str, tests: dict[str, Any], solution: str = "", starter: str = "", time_limit: Any = None,
+         memory_limit: Any = None) -> dict[str, Any]:
+    fn = tests.get("fn_name")
+    if fn:
+        how = CALL.format(fn=fn)
+        how += f"\nStart from this code:\n```text\n{starter.rstrip()}\n```" if starter.strip() else ""
+    else:
+        how = STDIN
+    n = min(len(tests.get("inputs") or []), len(tests.get("outputs") or []))
+    if not n:
+        raise Missing(["tests"], "has no input/output pairs")
+    return {"prompt": chat(SYSTEM_PROMPT, f"{statement.strip()}\n\n{how}"), "tests": json.dumps(tests),
+            "test_setup_code": "", "test": "", "entry_point": "", "canonical_solution": solution,
+            "time_limit": float(time_limit) if time_limit else None,
+            "memory_limit": int(memory_limit) if memory_limit else None}
+
+
+def _limit(value: Any, unit: str) -> float | None:
+    """``"2 seconds"``, ``"256 megabytes"`` (TACO) or a plain number, in seconds or bytes."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = re.match(r"\s*([\d.]+)\s*(\w*)", str(value or ""))
+    if not m:
+        return None
+    number, word = float(m.group(1)), m.group(2).lower()
+    if unit == "bytes":
+        scale = {"kilobytes": 1 << 10, "megabytes": 1 << 20, "gigabytes": 1 << 30, "mb": 1 << 20}.get(word, 1 << 20)
+        return number * scale
+    return number / 1000 if word.startswith("milli") else number
+
+
+def apps(raw: dict) -> dict:
+    """APPS and TACO: ``input_output`` JSON (``inputs``/``outputs``, ``fn_name`` for call-based), ``solutions``
+    JSON list, ``starter_code``; TACO adds ``time_limit`` ("2 seconds") and ``memory_limit`` ("256 megabytes")."""
+    io = _json(raw, "input_output")
+    tests = {"inputs": io.get("inputs") or [], "outputs": io.get("outputs") or []}
+    if io.get("fn_name"):
+        tests["fn_name"] = io["fn_name"]
+    solutions = raw.get("solutions") or "[]"
+    solutions = json.loads(solutions) if isinstance(solutions, str) else solutions
+    seconds, memory = _limit(raw.get("time_limit"), "s"), _limit(raw.get("memory_limit"), "bytes")
+    return _row(text(raw, "question"), tests, solutions[0] if solutions else "", str(raw.get("starter_code") or ""),
+                seconds, memory)
+
+
+def code_contests(raw: dict) -> dict:
+    """DeepMind CodeContests: public, private and generated tests (``input``/``output`` lists), a Python 3 solution
+    picked by language id, ``time_limit`` ``{seconds, nanos}``, ``memory_limit_bytes``."""
+    inputs: list[str] = []
+    outputs: list[str] = []
+    for column in ("public_tests", "private_tests", "generated_tests"):
+        block = raw.get(column) or {}
+        inputs += list(block.get("input") or [])
+        outputs += list(block.get("output") or [])
+    solutions = raw.get("solutions") or {}
+    python = [s for lang, s in zip(solutions.get("language") or [], solutions.get("solution") or [])
+              if lang in PYTHON_LANGUAGES]
+    limit = raw.get("time_limit") or {}
+    seconds = (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9 if isinstance(limit, dict) else None
+    return _row(text(raw, "description"), {"inputs": inputs, "outputs": outputs}, python[0] if python else "",
+                time_limit=seconds or None, memory_limit=raw.get("memory_limit_bytes"))
+
+
+def livecodebench(raw: dict) -> dict:
+    """LiveCodeBench: public tests as JSON, private tests packed as base64(zlib(pickle(JSON text))) and unpacked
+    without unpickling anything but a string; ``functional`` tests call ``metadata.func_name`` with one JSON value
+    per input line. No reference solutions."""
+    cases = _json(raw, "public_test_cases")
+    private = raw.get("private_test_cases")
+    if private:
+        cases = cases + json.loads(unpack_private_tests(private))
+    metadata = _json(raw, "metadata") if raw.get("metadata") else {}
+    fn = metadata.get("func_name") if isinstance(metadata, dict) else None
+    functional = any(c.get("testtype") == "functional" for c in cases)
+    if functional and fn:
+        tests: dict[str, Any] = {"fn_name": fn, "inputs": [[json.loads(x) for x in c["input"].splitlines() if x]
+                                                           for c in cases],
+                                 "outputs": [json.loads(c["output"]) for c in cases]}
+    else:
+        tests = {"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases]}
+    return _row(text(raw, "question_content"), tests, "", str(raw.get("starter_code") or ""))
+
+
+def codeforces(raw: dict) -> dict:
+    """open-r1 Codeforces: statement in ``description`` + ``input_format`` + ``output_format`` (+ ``note``),
+    ``official_tests`` (``input``/``output``), ``time_limit`` seconds, ``memory_limit`` megabytes. No reference
+    solutions in this set."""
+    parts = [text(raw, "description")]
+    for title, column in (("Input", "input_format"), ("Output", "output_format"), ("Note", "note")):
+        if raw.get(column):
+            parts.append(f"{title}\n{raw[column]}")
+    tests = need(raw, "official_tests")
+    memory = raw.get("memory_limit")
+    return _row("\n\n".join(parts), {"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests]},
+                time_limit=raw.get("time_limit"), memory_limit=memory * (1 << 20) if memory else None)
+
+
+def prime_intellect(raw: dict) -> dict:
+    """PrimeIntellect verifiable-coding-problems: ``verification_info`` JSON with ``test_cases`` of type
+    ``stdin_stdout`` (``input``/``output``) or ``function_call`` (``fn_name``, ``input`` args, ``output``);
+    ``gold_standard_solution`` in a python fence."""
+    info = _json(raw, "verification_info")
+    cases = info.get("test_cases") or []
+    calls = [c for c in cases if c.get("type") == "function_call"]
+    if calls:
+        tests: dict[str, Any] = {"fn_name": calls[0]["fn_name"], "inputs": [c["input"] for c in calls],
+                                 "outputs": [c["output"] for c in calls]}
+    else:
+        tests = {"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases]}
+    gold = str(raw.get("gold_standard_solution") or "")
+    fenced = re.findall(r"```(?:python|py)?[^\n]*\n(.*?)```", gold, re.S)
+    return _row(text(raw, "prompt"), tests, fenced[-1] if fenced else gold)
+
+
+def kodcode(raw: dict) -> dict:
+    """KodCode: the task in ``question``, a pytest file in ``test`` that imports from ``solution``, the reference
+    in ``solution``."""
+    question = text(raw, "question")
+    user = (f"{question}\n\nWrite the solution as a Python module: the tests import it with "
+            "`from solution import ...`. Reply with one ```python code block.")
+    return {"prompt": chat(SYSTEM_PROMPT, user), "tests": str(need(raw, "test")), "test_setup_code": "",
+            "test": "", "entry_point": "", "canonical_solution": str(raw.get("solution") or ""),
+            "time_limit": None, "memory_limit": None}
+
+
+DETECT: tuple[tuple[tuple[str, ...], Callable[[dict], dict]], ...] = (
+    (("input_output", "question"), apps),
+    (("public_tests", "description"), code_contests),
+    (("question_content", "public_test_cases"), livecodebench),
+    (("official_tests",), codeforces),
+    (("verification_info",), prime_intellect),
+    (("question", "test", "solution"), kodcode),
+)
+
+
+def detect(raw: dict) -> Callable[[dict], dict] | None:
+    """The mapper whose columns the row has, or None (MBPP, HumanEval: the code recipe's own)."""
+    return next((mapper for columns, mapper in DETECT if all(c in raw for c in columns)), None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# LiveCodeBench's private tests: a pickled string, read by hand (a dataset file is data, never code to unpickle)
+
+_STRING_OPS = {0x8C: "<B", 0x58: "<I", 0x8D: "<Q"}  # SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+
+
+def unpack_private_tests(blob: str) -> str:
+    """base64 -> zlib -> a pickle that holds exactly one string; any other opcode is refused."""
+    try:
+        data = zlib.decompress(base64.b64decode(blob))
+    except (ValueError, zlib.error) as err:
+        raise Missing(["private_test_cases"], f"is not base64/zlib data ({err})") from None
+    pos, found = 0, None
+    while pos < len(data):
+        op = data[pos]
+        pos += 1
+        if op == 0x80:  # PROTO n
+            pos += 1
+        elif op == 0x95:  # FRAME size
+            pos += 8
+        elif op == 0x94:  # MEMOIZE
+            pass
+        elif op in _STRING_OPS and found is None:
+            fmt = _STRING_OPS[op]
+            (n,) = struct.unpack_from(fmt, data, pos)
+            pos += struct.calcsize(fmt)
+            found = data[pos:pos + n].decode("utf-8")
+            pos += n
+        elif op == 0x2E and found is not None:  # STOP
+            return found
+        else:
+            raise Missing(["private_test_cases"], f"holds more than a string (pickle opcode {op:#x}); refused")
+    raise Missing(["private_test_cases"], "is truncated")

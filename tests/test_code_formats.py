@@ -1,0 +1,177 @@
+"""Stdin/stdout, call-based and pytest-file tests through the real code reward, and the dataset mappers on their
+shipped samples (each in its dataset's exact schema)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import zlib
+
+import pytest
+from stdio_programs import CALLS, HOSTILE, HOSTILE_TESTS, STDIN
+
+from grpo_fast.recipes import code_datasets
+from grpo_fast.recipes.code import map_row
+from grpo_fast.recipes.common import Missing, sample
+from grpo_fast.rewards.code import make_code_execution_reward
+from grpo_fast.rewards.code_tests import parse
+
+TIMEOUT = 10.0  # generous per test: the machine running the tests may be busy
+reward = make_code_execution_reward(timeout=TIMEOUT)
+
+
+def _fenced(program: str) -> str:
+    return f"Here is my solution.\n```python\n{program}\n```"
+
+
+@pytest.fixture(scope="module")
+def stdin_scores() -> dict[str, float | None]:
+    names = sorted(STDIN)
+    tests = [json.dumps({"inputs": STDIN[n][1], "outputs": STDIN[n][2]}) for n in names]
+    return dict(zip(names, reward(None, [_fenced(STDIN[n][0]) for n in names], tests=tests)))
+
+
+@pytest.fixture(scope="module")
+def call_scores() -> dict[str, float | None]:
+    names = sorted(CALLS)
+    tests = [json.dumps({"fn_name": CALLS[n][1], "inputs": CALLS[n][2], "outputs": CALLS[n][3]}) for n in names]
+    return dict(zip(names, reward(None, [_fenced(CALLS[n][0]) for n in names], tests=tests)))
+
+
+def test_the_honest_battery_is_big_enough() -> None:
+    assert len(STDIN) + len(CALLS) >= 40
+
+
+@pytest.mark.parametrize("name", sorted(STDIN))
+def test_honest_stdin_program_scores_full(name: str, stdin_scores: dict[str, float | None]) -> None:
+    assert stdin_scores[name] == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_honest_call_based_program_scores_full(name: str, call_scores: dict[str, float | None]) -> None:
+    assert call_scores[name] == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_stdin_program_scores_zero(name: str) -> None:
+    tests = json.dumps({"inputs": HOSTILE_TESTS[0], "outputs": HOSTILE_TESTS[1]})
+    short = make_code_execution_reward(timeout=2.0)
+    assert short(None, [_fenced(HOSTILE[name])], tests=[tests]) == [0.0]
+
+
+def test_the_expected_output_never_reaches_the_program(tmp_path) -> None:
+    """The program sees its input and nothing else: a search of everything it can read finds no expected output."""
+    marker = "EXPECTED-7b1f9c"
+    prog = ("import os\nhits = 0\nfor root in ('/', '/proc/self'):\n    for d, _, files in os.walk(root):\n"
+            "        for f in files:\n            try:\n"
+            "                if b'7b1f9c' in open(os.path.join(d, f), 'rb').read(1 << 20):\n"
+            "                    hits += 1\n            except OSError:\n                pass\n"
+            "        if d.count('/') > 6:\n            break\nprint(hits)")
+    tests = json.dumps({"inputs": ["x\n"], "outputs": [marker]})
+    assert reward(None, [_fenced(prog)], tests=[tests]) == [0.0]
+
+
+def test_partial_credit_and_all_or_nothing() -> None:
+    tests = json.dumps({"inputs": ["1\n", "2\n", "3\n", "4\n"], "outputs": ["1\n", "4\n", "9\n", "0\n"]})
+    prog = _fenced("n = int(input())\nprint(n * n)")
+    assert reward(None, [prog], tests=[tests]) == [0.75]
+    strict = make_code_execution_reward(timeout=TIMEOUT, all_or_nothing=True)
+    assert strict(None, [prog], tests=[tests]) == [0.0]
+
+
+def test_comparison_modes_and_row_limits() -> None:
+    tests = json.dumps({"inputs": [""], "outputs": ["1.0000001\n"]})
+    prog = _fenced("print(1.0)")
+    assert reward(None, [prog], tests=[tests]) == [1.0]
+    exact = make_code_execution_reward(timeout=TIMEOUT, compare="exact")
+    assert exact(None, [prog], tests=[tests]) == [0.0]
+    slow = _fenced("import time\ntime.sleep(1.5)\nprint(1)")
+    one = json.dumps({"inputs": [""], "outputs": ["1"]})
+    assert reward(None, [slow], tests=[one], time_limit=[0.5]) == [0.0]
+    assert reward(None, [slow], tests=[one], time_limit=[5.0]) == [1.0]
+    hungry = _fenced("x = bytearray(400 << 20)\nprint(1)")
+    assert reward(None, [hungry], tests=[one], memory_limit=[256 << 20]) == [0.0]
+    assert reward(None, [hungry], tests=[one], memory_limit=[2048 << 20]) == [1.0]
+
+
+def test_pytest_file_tests_count_each_function() -> None:
+    test_file = ("from solution import add\nimport pytest\n\ndef test_one():\n    assert add(1, 2) == 3\n\n"
+                 "def test_two():\n    assert add(0, 0) == 1\n\n@pytest.mark.parametrize('a,b', [(1, 1), (2, 2)])\n"
+                 "def test_param(a, b):\n    assert add(a, b) == a + b\n")
+    assert parse(test_file) == test_file
+    assert reward(None, [_fenced("def add(a, b):\n    return a + b")], tests=[test_file]) == [pytest.approx(2 / 3)]
+
+
+SAMPLES = ["apps", "taco", "code_contests", "livecodebench", "codeforces", "primeintellect", "kodcode"]
+WITHOUT_REFERENCES = {  # honest programs for the rows of datasets that publish no solutions
+    "livecodebench": [("n = int(input())\na = list(map(int, input().split()))\nbest = cur = a[0]\n"
+                       "for x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)"),
+                      "class Solution:\n    def maxProfit(self, prices):\n        lo, best = float('inf'), 0\n"
+                      "        for p in prices:\n            lo = min(lo, p)\n            best = max(best, p - lo)\n"
+                      "        return best"],
+    "codeforces": ["w = int(input())\nprint('YES' if w % 2 == 0 and w > 2 else 'NO')",
+                   "input()\nprint(sum(map(int, input().split())))"],
+}
+
+
+def _rows(name: str) -> list[dict]:
+    from grpo_fast import data
+
+    return [map_row(raw) for raw in data.read_rows(str(sample(f"{name}_sample.jsonl")))]
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_each_mapper_reads_its_sample_and_judges_both_ways(name: str) -> None:
+    rows = _rows(name)
+    raws = __import__("grpo_fast").data.read_rows(str(sample(f"{name}_sample.jsonl")))
+    assert rows and all(code_datasets.detect(raw) is not None for raw in raws)
+    programs = WITHOUT_REFERENCES.get(name) or [r["canonical_solution"] for r in rows]
+    assert all(programs)
+    cols = {k: [r.get(k) for r in rows] for k in ("tests", "time_limit", "memory_limit")}
+    assert reward(None, [_fenced(p) for p in programs], **cols) == [1.0] * len(rows)
+    wrong = _fenced("print(0)\ndef solve(*a, **k):\n    return 0")
+    assert reward(None, [wrong] * len(rows), **cols) == [0.0] * len(rows)
+    prompt = rows[0]["prompt"][-1]["content"]
+    spec = json.loads(rows[0]["tests"]) if rows[0]["tests"].lstrip().startswith("{") else {}
+    if spec.get("fn_name"):
+        assert spec["fn_name"] in prompt and "do not read input" in prompt
+    elif spec:
+        assert "standard input" in prompt
+    else:
+        assert "from solution import" in prompt
+
+
+def test_codecontests_keeps_only_python3_solutions_and_its_limits() -> None:
+    rows = _rows("code_contests")
+    assert "#include" not in rows[0]["canonical_solution"]
+    assert rows[1]["time_limit"] == 1.5 and rows[1]["memory_limit"] == 268435456
+    assert len(json.loads(rows[0]["tests"])["inputs"]) == 3  # public + private + generated
+
+
+def test_livecodebench_private_tests_are_read_without_unpickling() -> None:
+    cases = [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
+    blob = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode()
+    assert json.loads(code_datasets.unpack_private_tests(blob)) == cases
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch /tmp/grpo_fast_lcb_pwned",))
+
+    for payload in (pickle.dumps(Evil()), pickle.dumps(["a", "b"]), pickle.dumps(b"bytes")):
+        with pytest.raises(Missing):
+            code_datasets.unpack_private_tests(base64.b64encode(zlib.compress(payload)).decode())
+    assert not os.path.exists("/tmp/grpo_fast_lcb_pwned")
+
+
+def test_a_row_without_tests_is_reported_by_file_and_row(tmp_path) -> None:
+    from grpo_fast.errors import UserError
+    from grpo_fast.recipes.common import Source, map_rows
+
+    bad = {"question": "q", "input_output": json.dumps({"inputs": [], "outputs": []}), "solutions": "[]"}
+    path = tmp_path / "apps.jsonl"
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(UserError) as err:
+        map_rows([Source(str(path), [bad], path)], map_row, "hint")
+    assert "apps.jsonl:1" in str(err.value) and "tests" in str(err.value)
