@@ -175,3 +175,16 @@ def test_a_row_without_tests_is_reported_by_file_and_row(tmp_path) -> None:
     with pytest.raises(UserError) as err:
         map_rows([Source(str(path), [bad], path)], map_row, "hint")
     assert "apps.jsonl:1" in str(err.value) and "tests" in str(err.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["apps", "livecodebench"])
+def test_code_recipe_trains_a_step_on_a_competitive_sample(name: str, in_tmp) -> None:
+    """`grpo-fast train code dataset=<sample>`: stdin and call-based rows (APPS), rows without references (LCB)."""
+    from grpo_fast import resolve_config, train
+
+    cfg = resolve_config("code", [f"dataset={sample(f'{name}_sample.jsonl')}", "max_steps=1",
+                                  "max_completion_length=8", "num_generations=2", "per_device_train_batch_size=2",
+                                  "evaluate=false"])
+    result = train(cfg)
+    assert result.summary["steps"] == 1 and (result.path / "adapter" / "adapter_config.json").exists()
