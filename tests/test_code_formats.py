@@ -188,3 +188,17 @@ def test_code_recipe_trains_a_step_on_a_competitive_sample(name: str, in_tmp) ->
                                   "evaluate=false"])
     result = train(cfg)
     assert result.summary["steps"] == 1 and (result.path / "adapter" / "adapter_config.json").exists()
+
+
+SPLIT_CHECKER = ("import sys\ninp, out, ans = (open(p).read() for p in sys.argv[1:4])\nn = int(inp)\n"
+                 "try:\n    a, b = map(int, out.split())\nexcept ValueError:\n    sys.exit(1)\n"
+                 "sys.exit(0 if a + b == n and min(a, b) > 0 and a % 2 == b % 2 == 0 else 1)\n")
+
+
+def test_a_dataset_checker_accepts_every_right_answer() -> None:
+    """Several right answers: the dataset's checker (run sandboxed, testlib-style) judges, not the one output."""
+    tests = json.dumps({"inputs": ["8\n", "12\n"], "outputs": ["2 6\n", "2 10\n"], "checker": SPLIT_CHECKER})
+    programs = ["n = int(input())\nprint(2, n - 2)", "n = int(input())\nprint(n - 2, 2)",
+                "n = int(input())\nprint(n // 2 - n // 2 % 2, n - (n // 2 - n // 2 % 2))",
+                "n = int(input())\nprint(1, n - 1)", "import os\nprint(open('answer.txt').read())"]
+    assert reward(None, [_fenced(p) for p in programs], tests=[tests] * 5) == [1.0, 1.0, 1.0, 0.0, 0.0]

@@ -141,8 +141,11 @@ def codeforces(raw: dict) -> dict:
             parts.append(f"{title}\n{raw[column]}")
     tests = need(raw, "official_tests")
     memory = raw.get("memory_limit")
-    return _row("\n\n".join(parts), {"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests]},
-                time_limit=raw.get("time_limit"), memory_limit=memory * (1 << 20) if memory else None)
+    spec: dict[str, Any] = {"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests]}
+    if isinstance(raw.get("generated_checker"), str) and raw["generated_checker"].strip():
+        spec["checker"] = raw["generated_checker"]  # several right answers: checker.py input output answer
+    return _row("\n\n".join(parts), spec, time_limit=raw.get("time_limit"),
+                memory_limit=memory * (1 << 20) if memory else None)
 
 
 def prime_intellect(raw: dict) -> dict:

@@ -3,7 +3,8 @@
 * a list of assert statements (MBPP) -- each assert one test;
 * ``{"inputs": [...], "outputs": [...]}`` (a dict, or the same as JSON text) -- stdin/stdout tests (APPS, TACO,
   CodeContests, Codeforces): the program runs as ``__main__`` once per test with the input on stdin, and its
-  stdout is compared with the output outside its process (``grpo_fast.sandbox.stdio``);
+  stdout is compared with the output outside its process (``grpo_fast.sandbox.stdio``), or, with a
+  ``"checker"`` (Python source), judged by that checker;
 * ``{"fn_name": "solve", "inputs": [[1, 2], ...], "outputs": [3, ...]}`` -- call-based tests (APPS's convention):
   ``solve(*inputs[i])`` (or ``Solution().solve(...)``, LeetCode style) must equal ``outputs[i]``, tuples compared
   as lists, numbers within tolerance, an output wrapped in a one-element list accepted; the comparison runs in the
@@ -138,9 +139,10 @@ def job(program: str, tests: list[str] | dict[str, Any] | str, *, setup: str = "
         calls = [f"_sbx_call({name!r}, {_args(a)!r}, {o!r}, {tolerance!r})" for a, o in zip(inputs, outputs)]
         return make_job(program, calls, setup, min(MAX_JOB_S, per_test * max(1, n)), memory_mb,
                         entry_point=name, trusted=CALL_HELPERS, packages=packages)
+    checker = tests.get("checker") if isinstance(tests.get("checker"), str) else ""
     return make_io_job(program, [_text(x) for x in inputs[:n]], [_text(x) for x in outputs[:n]], per_test,
                        memory_mb, compare=compare, abs_tol=tolerance, rel_tol=tolerance,
-                       all_or_nothing=all_or_nothing, packages=packages)
+                       all_or_nothing=all_or_nothing, packages=packages, checker=checker)
 
 
 def _args(a: Any) -> list:

@@ -83,16 +83,19 @@ def make_job(source: str, tests: Sequence[str] | None = None, setup: str = "", t
 
 def make_io_job(source: str, inputs: Sequence[str], outputs: Sequence[str], timeout: float = 2.0,
                 memory_mb: int = 1024, *, compare: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-6,
-                all_or_nothing: bool = False, packages: bool = True) -> dict[str, Any]:
+                all_or_nothing: bool = False, packages: bool = True, checker: str = "") -> dict[str, Any]:
     """One stdin/stdout job: the program runs as ``__main__`` once per test, with ``inputs[i]`` on stdin; its stdout
-    is compared with ``outputs[i]`` outside its process (``stdio.same_output``). ``timeout`` is per test."""
+    is compared with ``outputs[i]`` outside its process (``stdio.same_output``), or judged by ``checker`` (a
+    dataset's Python checker, run sandboxed: ``checker.py input.txt output.txt answer.txt``, exit 0 accepts).
+    ``timeout`` is per test."""
     if compare not in COMPARE_MODES:
         raise ValueError(f"compare must be one of {COMPARE_MODES}, not {compare!r}")
     if len(inputs) != len(outputs):
         raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
     return {"kind": "io", "source": source, "inputs": [str(x) for x in inputs], "outputs": [str(x) for x in outputs],
             "timeout": float(timeout), "memory_mb": int(memory_mb), "compare": compare, "abs_tol": float(abs_tol),
-            "rel_tol": float(rel_tol), "all_or_nothing": bool(all_or_nothing), "packages": bool(packages)}
+            "rel_tol": float(rel_tol), "all_or_nothing": bool(all_or_nothing), "packages": bool(packages),
+            "checker": checker or ""}
 
 
 def _site_dirs() -> list[str]:

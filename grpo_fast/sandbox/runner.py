@@ -389,9 +389,21 @@ def _exit_builtins() -> None:
         builtins.__dict__.setdefault(name, sys.exit)
 
 
-def run_main(source_fd: int) -> None:
+def run_main(source_fd: int, checker: bool = False) -> None:
     """A stdin test: run the program read from ``source_fd`` as ``__main__`` (stdin is the test's input), flush
-    its output, exit with its status (never returns). Nothing here knows the expected output."""
+    its output, exit with its status (never returns). Nothing here knows the expected output.
+
+    ``checker``: this is a dataset's checker; stdin holds the test's input, the program's output and the answer as
+    JSON, written here to ``input.txt``, ``output.txt`` and ``answer.txt`` and named in ``sys.argv``."""
+    if checker:
+        import json
+
+        files = json.loads(sys.stdin.read())
+        for name in ("input", "output", "answer"):
+            with open(f"{name}.txt", "w") as f:
+                f.write(str(files.get(name) or ""))
+        sys.argv = ["checker.py", "input.txt", "output.txt", "answer.txt"]
+        sys.stdin = open("input.txt")  # noqa: SIM115 - the checker's stdin: the test's input
     chunks = []
     while chunk := os.read(source_fd, 1 << 16):
         chunks.append(chunk)

@@ -5,10 +5,14 @@ is one run of the program as ``__main__`` in a fresh process from the warm pool,
 expected output never enters that process. The zygote compares the program's stdout with the expected output as
 data (``same_output``), so nothing the program prints is ever interpreted. A row's tests run one after the other
 in one worker slot; with ``all_or_nothing`` the row stops at its first failure (the rest cannot change its score).
+A dataset's checker (for problems with several right answers) runs as its own sandboxed program after each test,
+testlib-style: ``checker.py input.txt output.txt answer.txt`` in its working directory, exit status 0 accepting.
+It is trusted data, but it still never runs in the candidate's process, and the candidate never sees the answer.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +61,7 @@ class IoRow:
     passed: list[bool] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     first_failure: tuple[str, str] = ("", "")  # stdout and stderr of the first failed test, for debugging
+    checking: str | None = None  # the current test's output, waiting for the dataset's checker
 
     @property
     def inputs(self) -> list[str]:
@@ -69,6 +74,17 @@ class IoRow:
     def cap(self, i: int) -> int:
         """Bytes of stdout kept for test ``i``: the expected output's size with room to spare."""
         return 2 * len(self.expected[i].encode()) + OUTPUT_CAP
+
+    def next_run(self) -> tuple[str, int] | None:
+        """``("test", i)``: run the program on test ``i``; ``("check", i)``: run the checker on its output."""
+        if self.checking is not None:
+            return "check", len(self.passed)
+        i = self.next_test()
+        return None if i is None else ("test", i)
+
+    def check_input(self, i: int) -> str:
+        """What the checker reads (as files ``input.txt``, ``output.txt``, ``answer.txt``): JSON on its stdin."""
+        return json.dumps({"input": self.inputs[i], "output": self.checking, "answer": self.expected[i]})
 
     def next_test(self) -> int | None:
         i = len(self.passed)
@@ -90,6 +106,9 @@ class IoRow:
             why = f"sandbox fault: {report['fault']}"
         elif rc != 0:
             why = f"runtime error (exit code {rc})"
+        elif self.spec.get("checker"):  # several right answers: the dataset's checker decides
+            self.checking = text
+            return
         elif not same_output(text, self.expected[i], self.spec.get("compare", "tokens"),
                              float(self.spec.get("abs_tol", 1e-6)), float(self.spec.get("rel_tol", 1e-6))):
             why = "wrong answer"
@@ -99,6 +118,16 @@ class IoRow:
         self.failures.append(why)
         if why and not any(self.first_failure):
             self.first_failure = (text[:65536], err.decode("utf-8", errors="replace")[:65536])
+
+    def record_check(self, err: bytes, report: dict[str, Any]) -> None:
+        """The checker's verdict (testlib's convention: exit status 0 accepts the output)."""
+        rc = report.get("returncode")
+        why = "" if rc == 0 else ("checker timeout" if report.get("timed_out") else f"wrong answer (checker {rc})")
+        self.passed.append(not why)
+        self.failures.append(why)
+        if why and not any(self.first_failure):
+            self.first_failure = (self.checking or "", err.decode("utf-8", errors="replace")[:65536])
+        self.checking = None
 
     def result(self, wall_s: float) -> dict[str, Any]:
         n = len(self.inputs)

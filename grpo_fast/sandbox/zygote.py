@@ -47,6 +47,7 @@ class _Job:
     row: IoRow | None = None
     cap: int = OUT_CAP  # stdout bytes kept
     overflow: bool = False  # a stdin test printed more than ``cap``: stopped, failed
+    check: bool = False  # this run is the dataset's checker judging the previous run's output
     judge: socket.socket | None = None  # the zygote's line to this job's judge
     judge_buf: bytearray = field(default_factory=bytearray)
     verdict: dict[str, Any] | None = None
@@ -149,21 +150,24 @@ class Zygote:
             self._close_judge(job)
 
     def _start_io(self, row: IoRow, slot: int) -> None:
-        """The row's next stdin test: the input and the program in memory files, no judge (the verdict is made
-        here from the output bytes)."""
-        i = row.next_test()
+        """The row's next stdin test (or the checker on the last one's output): the input and the program in
+        memory files, no judge (the verdict is made here from the output bytes or the checker's status)."""
+        kind, i = row.next_run()
         spec = row.spec
         self.next_run += 1
-        job = _Job(spec, slot, time.monotonic(), self.next_run, row, row.cap(i), verdict={})
+        checking = kind == "check"
+        job = _Job(spec, slot, time.monotonic(), self.next_run, row, row.cap(i), verdict={}, check=checking)
         self.running[job.run_id] = job
-        stdin, source = _memfile("stdin", row.inputs[i].encode()), _memfile("solution", spec["source"].encode())
+        given = row.check_input(i) if checking else row.inputs[i]
+        stdin = _memfile("stdin", given.encode())
+        source = _memfile("solution", (spec["checker"] if checking else spec["source"]).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
         desc = {"op": "run", "id": job.run_id, "slot": slot, "timeout": spec["timeout"], "io": True,
-                "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "check": checking, "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
         for fd in (stdin, source, out_w, err_w):
@@ -174,8 +178,11 @@ class Zygote:
         del self.running[job.run_id]
         row = job.row
         out, err = (bytes(b) for b in job.out.values())
-        row.record(out, err, job.report or {}, job.overflow)
-        if row.next_test() is not None:
+        if job.check:
+            row.record_check(err, job.report or {})
+        else:
+            row.record(out, err, job.report or {}, job.overflow)
+        if row.next_run() is not None:
             self._start_io(row, job.slot)
             return
         self.free.append(job.slot)
