@@ -14,7 +14,7 @@ from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
-from grpo_fast.rewards.check import gold_failures
+from grpo_fast.rewards.check import failing_gold
 
 
 @dataclass
@@ -66,14 +66,22 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report.append(stats.line())
     rewards = run_rewards(cfg, recipe)
     report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
-    checked, failures = gold_failures(rewards, train_rows, recipe.gold)
-    if failures and not force:
+    checked, failed = failing_gold(rewards, train_rows, recipe.gold)
+    failures = [why for _, why in failed]
+    if failed and recipe.drop_failed_gold and len(failed) < checked:  # a few broken references, not a broken reward
+        dropped = {i for i, _ in failed}
+        train_rows = [row for i, row in enumerate(train_rows) if i not in dropped]
+        report.append(f"gold self-test: {len(failed)} of {checked} reference solutions did not get full "
+                      f"'{rewards.correctness}'; those rows are not trained on:\n  " + "\n  ".join(failures[:5]))
+    elif failures and not force:
         raise UserError(
             f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
             f"'{rewards.correctness}' reward\n  " + "\n  ".join(failures[:5]),
             origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
         )
-    report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full '{rewards.correctness}'")
+    else:
+        report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full "
+                      f"'{rewards.correctness}'")
     report.append(memory_line(cfg, stats.max))
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
 

@@ -202,3 +202,20 @@ def test_a_dataset_checker_accepts_every_right_answer() -> None:
                 "n = int(input())\nprint(n // 2 - n // 2 % 2, n - (n // 2 - n // 2 % 2))",
                 "n = int(input())\nprint(1, n - 1)", "import os\nprint(open('answer.txt').read())"]
     assert reward(None, [_fenced(p) for p in programs], tests=[tests] * 5) == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_rows_whose_reference_fails_are_reported_and_not_trained_on(tmp_path, capsys) -> None:
+    from grpo_fast import data
+    from grpo_fast.cli import main
+
+    raws = data.read_rows(str(sample("apps_sample.jsonl")))
+    broken = dict(raws[0], question=raws[0]["question"] + " (variant)", solutions=json.dumps(["print(0)"]))
+    path = tmp_path / "apps.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*raws, broken]))
+    assert main(["train", "code", f"dataset={path}", "evaluate=false", "--dry-run"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert " reference solutions did not get full" in out and "not trained on" in out
+    assert "print(0)" in out  # the dropped row is shown
+    every = tmp_path / "all_broken.jsonl"
+    every.write_text(json.dumps(broken) + "\n")
+    assert main(["train", "code", f"dataset={every}", "evaluate=false", "--dry-run"]) == 2  # a broken reward?

@@ -47,6 +47,10 @@ class Recipe:
     Used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
     defaults: dict[str, Any] = field(default_factory=dict)
     """Config defaults for this task (any RunConfig or GRPOConfig key)."""
+    drop_failed_gold: bool = False
+    """Datasets whose own references sometimes fail (competitive programming): rows whose reference does not earn
+    full marks are reported and not trained on. When every checked reference fails, training is refused (then the
+    reward, not the data, is broken)."""
 
 
 def get_recipe(name: str) -> Recipe:

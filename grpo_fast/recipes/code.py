@@ -117,6 +117,7 @@ RECIPE = Recipe(
     probes=PROBES,
     checks=(honest_programs,),
     required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions
+    drop_failed_gold=True,  # APPS and TACO have references that fail their own tests
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={
         "max_completion_length": 512,

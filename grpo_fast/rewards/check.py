@@ -172,18 +172,26 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
     return report
 
 
-def gold_failures(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
-                  limit: int = 32) -> tuple[int, list[str]]:
+def failing_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
+                 limit: int = 32) -> tuple[int, list[tuple[int, str]]]:
     """The pre-training self-test: each row's gold completion must earn the judge's full score.
 
-    Returns (rows checked, one line per failure)."""
-    sample = [r for r in list(rows)[:limit] if gold(r)]  # rows with a reference (some datasets have none)
-    texts = [gold(r) or "" for r in sample]
-    scores = score_rows(rewards.judge, sample, texts) if sample else []
+    Checks the first ``limit`` rows that have a gold (some datasets publish no reference for a row). Returns
+    (rows checked, ``(index in rows, why)`` per failure)."""
+    sample = [(i, r) for i, r in enumerate(list(rows)[:limit]) if gold(r)]
+    texts = [gold(r) or "" for _, r in sample]
+    scores = score_rows(rewards.judge, [r for _, r in sample], texts) if sample else []
     best = rewards.correctness_max
-    failures = [f"row {i}: gold completion scored {s} (< {best:g}): {texts[i][:80]!r}"
-                for i, s in enumerate(scores) if s is None or s < best - 1e-9]
+    failures = [(index, f"row {index}: gold completion scored {s} (< {best:g}): {text[:80]!r}")
+                for (index, _), text, s in zip(sample, texts, scores) if s is None or s < best - 1e-9]
     return len(sample), failures
+
+
+def gold_failures(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
+                  limit: int = 32) -> tuple[int, list[str]]:
+    """``failing_gold`` as (rows checked, one line per failure)."""
+    checked, failures = failing_gold(rewards, rows, gold, limit)
+    return checked, [why for _, why in failures]
 
 
 def _check_gold(report: CheckReport, funcs: list, names: list[str], rows: list[dict], gold: Gold) -> None:
