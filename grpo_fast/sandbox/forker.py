@@ -226,42 +226,38 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
 
 def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
                  pidns: isolation.PidNamespaces | None, private_root: bool) -> int | None:
-    try:
-        if pidns is not None:
-            pidns.before_fork()
-        pid = os.fork()
-        if pid == 0:
-            _judge(fds[1], fds[0], level, uid, site_dirs, desc, private_root)
-        return pid
-    except OSError:
-        return None
-    finally:
-        for fd in fds:
-            os.close(fd)
+    return _fork(pidns, fds, lambda: _judge(fds[1], fds[0], level, uid, site_dirs, desc, private_root))
 
 
 def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
            pidns: isolation.PidNamespaces | None) -> int | None:
+    workdir = ""
     try:
-        if len(fds) != (4 if desc.get("io") else 3):
-            return None
-        workdir = ""
         if pidns is None:
             workdir = tempfile.mkdtemp(prefix="grpo_fast_sbx_")
             if level == "uid-drop":
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
-        for name in desc.get("preload") or ():
-            if name in PRELOADABLE and name not in sys.modules:
-                try:
-                    __import__(name)
-                except Exception:  # noqa: BLE001, S110 - only a speed-up
-                    pass
+    except OSError:
+        workdir = ""
+    for name in desc.get("preload") or ():
+        if name in PRELOADABLE and name not in sys.modules:
+            try:
+                __import__(name)
+            except Exception:  # noqa: BLE001, S110 - only a speed-up
+                pass
+    ok = len(fds) == (4 if desc.get("io") else 3)
+    return _fork(pidns, fds, lambda: _candidate(desc, fds, level, uid, workdir, site_dirs) if ok else os._exit(1))
+
+
+def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> int | None:
+    """Fork ``child`` (it never returns) into a new PID namespace; this side's copies of ``fds`` are closed."""
+    try:
         if pidns is not None:
             pidns.before_fork()
         pid = os.fork()
         if pid == 0:
-            _candidate(desc, fds, level, uid, workdir, site_dirs)
+            child()
         return pid
     except OSError:
         return None
