@@ -3,7 +3,8 @@
 A one-way stack, lowest first (details in docs/sandbox.md); each module imports only modules above it in this list:
 
 * ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
-* ``wire``, ``channel`` -- frames, the data-only value codec, requests and replies nested in both directions.
+* ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
+  nested in both directions, and the containers a test hands over kept in step.
 * ``runner`` -- the candidate's process: runs the program as module ``solution``, answers requests about its
   objects, sends them as data or as handles.
 * ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the

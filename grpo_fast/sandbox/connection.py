@@ -15,7 +15,7 @@ import types
 import warnings
 from typing import Any
 
-from . import mutables, wire
+from . import decoder, mutables, wire
 from .channel import Channel
 from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
@@ -95,7 +95,7 @@ class Connection:
 
     # -- decoding: the candidate's replies; data is rebuilt by ``wire``, references mean what this side says
     def loads(self, data: bytes) -> Any:
-        return wire.decode(data, self.on_ref)
+        return decoder.decode(data, self.on_ref)
 
     def on_ref(self, kind: str, f: tuple) -> Any:  # noqa: C901 - one branch per kind of reference
         if kind == "h" and len(f) == 3 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is str:
@@ -138,7 +138,7 @@ class Connection:
             if isinstance(real, type) and issubclass(real, BaseException):
                 cls = self.exc_classes[hid] = real
             else:
-                cls = self.exc_classes[hid] = wire.rebuilt_exception_class(qualname.rsplit(".", 1)[-1], bases)
+                cls = self.exc_classes[hid] = decoder.rebuilt_exception_class(qualname.rsplit(".", 1)[-1], bases)
             self.exc_hids[id(cls)] = hid
         return cls
 

@@ -19,7 +19,7 @@ import types
 import warnings
 from typing import Any
 
-from . import wire
+from . import decoder, wire
 from .channel import Channel
 from .mutables import Shared
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
@@ -197,7 +197,7 @@ class Runner:
         raise ValueError(f"unknown reference {kind!r}")
 
     def loads(self, data: bytes) -> Any:
-        return wire.decode(data, self.on_ref, hash_refs=True)  # its own objects: hashing them is local
+        return decoder.decode(data, self.on_ref, hash_refs=True)  # its own objects: hashing them is local
 
     def dispatch(self, op: str, args: tuple) -> Any:
         return getattr(self, "op_" + op)(*args)

@@ -1,11 +1,12 @@
 """The wire between a judge and a candidate's process: frames, and a data-only codec for the values they exchange.
 
-Nothing that crosses is decoded by pickle or by anything that resolves a name the sender chose, calls a
-constructor the sender chose, or sets attributes on an existing object. A value is a tree of tagged items; the
-decoder builds only the fixed set of types below, each from validated fields, and checks every length, count and
-depth against the bytes actually received *before* it allocates anything. Decoding is iterative (no recursion, no
-call into the other side). Whatever is not data crosses as a *reference* ``Ref(kind, fields)`` whose meaning each
-side gives itself (``decode(..., on_ref=...)``): typically a handle, a number the owning side issued for this job.
+Nothing that crosses is decoded by pickle or by anything that resolves a name the sender chose, calls a constructor
+the sender chose, or sets attributes on an existing object. A value is a tree of tagged items; the decoder
+(``decoder.py``) builds only the fixed set of types below, each from validated fields, and checks every length,
+count and depth against the bytes actually received *before* it allocates anything. Decoding is iterative (no
+recursion, no call into the other side). Whatever is not data crosses as a *reference* ``Ref(kind, fields)`` whose
+meaning each side gives itself (``decode(..., on_ref=...)``): typically a handle, a number the owning side issued
+for this job.
 
 Item layout: one tag byte, then a fixed payload (scalars) or a u32 child count and the children (compounds).
 """
@@ -18,11 +19,9 @@ import datetime
 import decimal
 import fractions
 import ipaddress
-import math
 import pathlib
 import select
 import struct
-import sys
 import time
 import types
 import uuid
@@ -36,8 +35,8 @@ MAX_DEPTH = 1000  # nesting of decoded values
 ENCODE_DEPTH = 200  # deeper than this, a sender sends the subtree as a reference (a handle)
 MAX_INT_BYTES = 8192  # ~19,700 decimal digits
 MAX_NAME = 200  # type, field and exception names
-_HDR = struct.Struct("<I")
-_Q, _D, _DD = struct.Struct("<q"), struct.Struct("<d"), struct.Struct("<dd")
+U32 = struct.Struct("<I")  # frame lengths, counts and sizes
+I64, F64, F64X2 = struct.Struct("<q"), struct.Struct("<d"), struct.Struct("<dd")  # int, float, complex
 
 
 class Lost(BaseException):
@@ -61,14 +60,14 @@ class Stream:
 
     def send(self, payload: bytes) -> None:
         try:
-            self.sock.sendall(_HDR.pack(len(payload)) + payload)
+            self.sock.sendall(U32.pack(len(payload)) + payload)
         except OSError as err:
             raise Lost(f"send failed: {err}") from None
 
     def recv(self) -> bytes:
         while True:
             if len(self.buf) >= 4:
-                n = _HDR.unpack_from(self.buf)[0]
+                n = U32.unpack_from(self.buf)[0]
                 if n > self.max_frame:
                     raise Lost("frame too large")
                 if len(self.buf) >= 4 + n:
@@ -216,7 +215,7 @@ class Encoder:
 
     def compound(self, tag: bytes, children: Any, depth: int, obj: Any = None) -> None:
         children = list(children)
-        self.out += tag + _HDR.pack(len(children))
+        self.out += tag + U32.pack(len(children))
         for child in children:
             self.item(child, depth + 1)
         if obj is not None:  # a mutable container: a second occurrence in this frame is the same object there
@@ -234,25 +233,25 @@ class Encoder:
             out += b"E"
         elif t is int:
             if -(1 << 63) <= obj < (1 << 63):
-                out += b"i" + _Q.pack(obj)
+                out += b"i" + I64.pack(obj)
             else:
                 raw = obj.to_bytes((obj.bit_length() + 8) // 8, "little", signed=True)
                 if len(raw) > MAX_INT_BYTES:
                     raise ValueError("integer too large to send")
-                out += b"I" + _HDR.pack(len(raw)) + raw
+                out += b"I" + U32.pack(len(raw)) + raw
         elif t is float:
-            out += b"f" + _D.pack(obj)
+            out += b"f" + F64.pack(obj)
         elif t is complex:
-            out += b"c" + _DD.pack(obj.real, obj.imag)
+            out += b"c" + F64X2.pack(obj.real, obj.imag)
         elif t is str:
             raw = obj.encode("utf-8", "surrogatepass")
-            out += b"s" + _HDR.pack(len(raw)) + raw
+            out += b"s" + U32.pack(len(raw)) + raw
         elif t is bytes:
-            out += b"b" + _HDR.pack(len(obj)) + obj
+            out += b"b" + U32.pack(len(obj)) + obj
         elif t is Ref:
             self.ref(obj, depth)
         elif id(obj) in self.memo:
-            out += b"@" + _HDR.pack(self.memo[id(obj)])
+            out += b"@" + U32.pack(self.memo[id(obj)])
         elif depth >= ENCODE_DEPTH or id(obj) in self.active:  # too deep, or a cycle: by reference
             self.ref(self.hook(obj, True), depth)
         else:
@@ -349,303 +348,3 @@ def exception_fields(exc: BaseException) -> tuple[Any, str, tuple, dict]:
     attrs = {k: v for k, v in list(getattr(exc, "__dict__", {}).items())[:32]
              if type(k) is str and not k.startswith("_")}
     return name, message[:2000], args, attrs
-
-
-# ----------------------------------------------------------------------------------------------------------
-# decoder
-
-
-class Built:
-    """A decoded value and whether a reference (another side's object) is anywhere inside it."""
-
-    __slots__ = ("value", "has_ref")
-
-    def __init__(self, value: Any, has_ref: bool) -> None:
-        self.value, self.has_ref = value, has_ref
-
-
-def decode(data: bytes, on_ref: Callable[[str, tuple], Any],
-           on_exception: Callable[[Any, str, tuple, dict], BaseException] | None = None,
-           hash_refs: bool = False) -> Any:
-    """One value from ``data``; raises ``WireError`` for anything malformed, oversized or not allowed.
-
-    ``hash_refs``: references may be set elements and dict keys (only where hashing them calls nobody else)."""
-    try:
-        return _Decoder(data, on_ref, on_exception or make_exception, hash_refs).run()
-    except (Lost, Deadline):
-        raise
-    except RecursionError:
-        raise WireError("value nested too deeply") from None
-    except Exception as err:  # noqa: BLE001 - any failure to build means a malformed frame
-        raise WireError(f"malformed value ({type(err).__name__}: {str(err)[:200]})") from None
-
-
-class _Decoder:
-    def __init__(self, data: bytes, on_ref: Callable[[str, tuple], Any],
-                 on_exception: Callable[[Any, str, tuple, dict], BaseException], hash_refs: bool) -> None:
-        self.data, self.on_ref, self.on_exception = data, on_ref, on_exception
-        self.hash_refs = hash_refs
-        self.built: list[Built] = []  # every compound, in build order: what ``@`` refers to
-
-    def run(self) -> Any:  # noqa: C901 - the scalar cases inline: this loop is the channel's hot path
-        data, pos, end = self.data, 0, len(self.data)
-        stack: list[tuple[bytes, int, list[Built]]] = []
-        unpack_u32, unpack_q, unpack_d = _HDR.unpack_from, _Q.unpack_from, _D.unpack_from
-        while True:
-            if pos >= end:
-                raise WireError("truncated frame")
-            code = data[pos]
-            pos += 1
-            value = _CONSTANTS.get(code)
-            if value is None:
-                if code in _SIZED:
-                    if pos + 4 > end:
-                        raise WireError("truncated frame")
-                    n = unpack_u32(data, pos)[0]
-                    pos += 4
-                    if code == 0x40:  # @: a container sent earlier in this frame
-                        if n >= len(self.built):
-                            raise WireError("reference to a value not yet sent")
-                        value = self.built[n]
-                    elif code in _COMPOUND_CODES:
-                        if n > end - pos:  # every child takes at least one byte
-                            raise WireError("count larger than the frame")
-                        if len(stack) >= MAX_DEPTH:
-                            raise WireError("value nested too deeply")
-                        if n:
-                            stack.append((bytes((code,)), n, []))
-                            continue
-                        value = self.built_value(bytes((code,)), [])
-                    else:
-                        if n > end - pos or (code == 0x49 and n > MAX_INT_BYTES):
-                            raise WireError("truncated frame or integer too large")
-                        raw = data[pos:pos + n]
-                        pos += n
-                        if code == 0x73:  # s
-                            value = Built(raw.decode("utf-8", "surrogatepass"), False)
-                        elif code == 0x62:  # b
-                            value = Built(raw, False)
-                        else:  # I
-                            value = Built(int.from_bytes(raw, "little", signed=True), False)
-                elif code == 0x69:  # i
-                    if pos + 8 > end:
-                        raise WireError("truncated frame")
-                    value = Built(unpack_q(data, pos)[0], False)
-                    pos += 8
-                elif code == 0x66:  # f
-                    if pos + 8 > end:
-                        raise WireError("truncated frame")
-                    value = Built(unpack_d(data, pos)[0], False)
-                    pos += 8
-                elif code == 0x63:  # c
-                    if pos + 16 > end:
-                        raise WireError("truncated frame")
-                    value = Built(complex(*_DD.unpack_from(data, pos)), False)
-                    pos += 16
-                else:
-                    raise WireError(f"unknown tag {bytes((code,))!r}")
-            while stack:
-                tag, count, children = stack[-1]
-                children.append(value)
-                if len(children) < count:
-                    break
-                stack.pop()
-                value = self.built_value(tag, children)
-            else:
-                if pos != end:
-                    raise WireError("trailing bytes")
-                return value.value
-
-    def built_value(self, tag: bytes, children: list[Built]) -> Built:
-        value = self.build(tag, children)
-        self.built.append(value)
-        return value
-
-    def build(self, tag: bytes, kids: list[Built]) -> Built:  # noqa: C901 - one branch per wire type
-        v = [k.value for k in kids]
-        has_ref = any(k.has_ref for k in kids)
-        if tag == b"l":
-            return Built(v, has_ref)
-        if tag == b"t":
-            return Built(tuple(v), has_ref)
-        if tag in (b"S", b"Z"):
-            self.hashable(kids)
-            return Built(set(v) if tag == b"S" else frozenset(v), False)
-        if tag in (b"d", b"O", b"C", b"U"):
-            factory = None
-            if tag == b"U":
-                if not v or not (v[0] is None or (type(v[0]) is str and v[0] in FACTORIES)):
-                    raise WireError("bad defaultdict factory")
-                factory, kids, v = FACTORIES.get(v[0]), kids[1:], v[1:]
-            if len(v) % 2:
-                raise WireError("odd dict")
-            self.hashable(kids[0::2])
-            pairs = zip(v[0::2], v[1::2])
-            if tag == b"d":
-                return Built(dict(pairs), has_ref)
-            if tag == b"O":
-                return Built(collections.OrderedDict(pairs), has_ref)
-            if tag == b"C":
-                c = collections.Counter()
-                dict.update(c, pairs)
-                return Built(c, has_ref)
-            return Built(collections.defaultdict(factory, pairs), has_ref)
-        if tag == b"Q":
-            if not v or not (v[0] is None or (type(v[0]) is int and 0 <= v[0] <= len(self.data))):
-                raise WireError("bad deque")
-            return Built(collections.deque(v[1:], v[0]), has_ref)
-        if tag in (b"r", b"A"):
-            if len(v) != 3 or has_ref:
-                raise WireError("bad range/slice")
-            if tag == b"r":
-                if not all(type(x) is int for x in v):
-                    raise WireError("bad range")
-                return Built(range(*v), False)
-            return Built(slice(*v), False)
-        if tag == b"V":
-            if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not str or v[0] not in TEXT_TYPES:
-                raise WireError("bad text value")
-            if len(v[1]) > 10_000:
-                raise WireError("text value too long")
-            return Built(TEXT_TYPES[v[0]][2](v[1]), False)
-        if tag in (b"n", b"g"):
-            return Built(_numpy(tag, v), False)
-        if tag == b"X":
-            if len(v) != 4 or type(v[1]) is not str or type(v[2]) is not tuple or type(v[3]) is not dict:
-                raise WireError("bad exception")
-            return Built(self.on_exception(v[0], v[1], v[2], v[3]), has_ref)
-        if tag == b"P":
-            if len(v) != 3 or type(v[1]) is not tuple or type(v[2]) is not tuple or len(v[1]) != len(v[2]):
-                raise WireError("bad namedtuple")
-            return Built(namedtuple_value(v[0], v[1], v[2]), has_ref)
-        if tag == b"W":
-            if len(v) != 2 or v[0] not in ("keys", "items", "values") or type(v[1]) is not list:
-                raise WireError("bad view")
-            if v[0] != "values":
-                self.hashable(kids[1:])
-            return Built(_view(v[0], v[1]), has_ref)
-        if tag == b"Y":
-            if len(v) != 1 or type(v[0]) is not bytes:
-                raise WireError("bad bytearray")
-            return Built(bytearray(v[0]), False)
-        if tag == b"K":
-            if len(v) != 1 or type(v[0]) is not dict or not all(type(k) is str and k.isidentifier() for k in v[0]):
-                raise WireError("bad namespace")
-            return Built(types.SimpleNamespace(**v[0]), has_ref)
-        if tag == b"R":
-            if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not tuple:
-                raise WireError("bad reference")
-            return Built(self.on_ref(v[0], v[1]), True)
-        raise WireError(f"unknown tag {tag!r}")
-
-    def hashable(self, kids: list[Built]) -> None:
-        """Keys of sets and dicts must be data: hashing another side's object would call into it mid-decode."""
-        if not self.hash_refs and any(k.has_ref for k in kids):
-            raise WireError("a set element or dict key refers to the other side's object")
-
-
-_COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWKYR")
-_SIZED = _COMPOUND_CODES | frozenset(b"@sbI")  # a u32 follows the tag
-_CONSTANTS = {ord("N"): Built(None, False), ord("T"): Built(True, False), ord("F"): Built(False, False),
-              ord("E"): Built(Ellipsis, False)}
-
-
-
-
-def _view(kind: str, items: list[Any]) -> Any:
-    if kind == "keys":
-        return dict.fromkeys(items).keys()
-    if kind == "items":
-        if not all(type(p) is tuple and len(p) == 2 for p in items):
-            raise WireError("bad items view")
-        return dict(items).items()
-    return dict(enumerate(items)).values()
-
-
-def _numpy(tag: bytes, v: list[Any]) -> Any:
-    import numpy
-
-    if tag == b"g":
-        if len(v) != 2 or v[0] not in NUMPY_DTYPES or type(v[1]) is not bytes:
-            raise WireError("bad numpy scalar")
-        dt = numpy.dtype(v[0])
-        if len(v[1]) != dt.itemsize:
-            raise WireError("bad numpy scalar size")
-        return numpy.frombuffer(v[1], dtype=dt)[0]
-    if len(v) != 3 or v[0] not in NUMPY_DTYPES or type(v[1]) is not tuple or type(v[2]) is not bytes:
-        raise WireError("bad numpy array")
-    shape = v[1]
-    if len(shape) > 32 or not all(type(d) is int and 0 <= d < (1 << 31) for d in shape):
-        raise WireError("bad numpy shape")
-    dt = numpy.dtype(v[0])
-    if math.prod(shape) * dt.itemsize != len(v[2]):
-        raise WireError("numpy size mismatch")
-    return numpy.frombuffer(v[2], dtype=dt).reshape(shape).copy()
-
-
-_NT_CACHE: dict[tuple[str, tuple[str, ...]], type] = {}
-
-
-def namedtuple_value(typename: Any, fields: tuple, values: tuple) -> tuple:
-    """A namedtuple with the sender's type name and fields (validated identifiers), equal to the plain tuple."""
-    ok = type(typename) is str and len(typename) <= MAX_NAME and typename.isidentifier() and len(fields) <= 255 \
-        and all(type(f) is str and f.isidentifier() and not f.startswith("_") for f in fields)
-    if not ok:
-        return tuple(values)
-    key = (typename, tuple(fields))
-    cls = _NT_CACHE.get(key)
-    if cls is None:
-        try:
-            cls = collections.namedtuple(typename, fields)
-        except (TypeError, ValueError):
-            return tuple(values)
-        if len(_NT_CACHE) < 512:
-            _NT_CACHE[key] = cls
-    return cls(*values)
-
-
-def make_exception(cls: Any, message: str, args: tuple, attrs: dict) -> BaseException:
-    """An exception of a builtin class (named from the fixed list) or of a class the receiving side rebuilt."""
-    if type(cls) is str:
-        cls = builtin_exception(cls) or Exception
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        raise WireError("not an exception class")
-    exc = cls.__new__(cls)
-    try:
-        exc.args = args
-    except (AttributeError, TypeError):
-        pass
-    for k, val in list(attrs.items())[:32]:
-        if type(k) is str and k.isidentifier() and not k.startswith("_"):
-            try:
-                object.__setattr__(exc, k, val)
-            except (AttributeError, TypeError):
-                pass
-    if not getattr(cls, "_sbx_rebuilt", False) or not message:
-        return exc
-    try:
-        object.__setattr__(exc, "_sbx_message", message)
-    except (AttributeError, TypeError):
-        pass
-    return exc
-
-
-def rebuilt_exception_class(name: Any, bases: tuple[type, ...]) -> type:
-    """A class standing for an exception class of the other side: same name, same (rebuilt or builtin) bases;
-    ``str()`` of its instances is the message the other side computed."""
-    ok = tuple(b for b in bases if isinstance(b, type) and issubclass(b, BaseException)) or (Exception,)
-    name = name if type(name) is str and name.isidentifier() and len(name) <= MAX_NAME else "CandidateError"
-    ns = {"__module__": SOLUTION_MODULE, "_sbx_rebuilt": True, "__str__": _rebuilt_str}
-    try:
-        return type(name, ok, ns)
-    except TypeError:  # incompatible layouts: keep the name and the first base's meaning
-        return type(name, ok[:1], ns)
-
-
-def _rebuilt_str(self: BaseException) -> str:
-    message = self.__dict__.get("_sbx_message")
-    return message if type(message) is str else BaseException.__str__(self)
-
-
-def stdlib_top(name: str) -> bool:
-    return name.split(".")[0] in sys.stdlib_module_names

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import forker, isolation, wire
+from . import decoder, forker, isolation, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -211,7 +211,7 @@ class Zygote:
             if not frames:
                 return
             try:
-                job.verdict = wire.decode(frames[-1], _no_refs)
+                job.verdict = decoder.decode(frames[-1], _no_refs)
             except wire.Lost:
                 job.verdict = {"status": "judge-error", "error": "unreadable verdict", "passed": [], "n": -1}
         self._close_judge(job)
