@@ -128,6 +128,20 @@ def test_exception_attributes_land_on_a_fresh_instance_only() -> None:
     assert "_private" not in vars(exc) and ValueError.__dict__.get("code") is None
 
 
+def test_a_module_named_by_the_program_is_imported_only_when_harmless() -> None:
+    """``unittest.__main__`` runs the test runner when imported, ``antigravity`` opens a browser: a program naming
+    them gets a handle, and the judge imports nothing."""
+    import sys
+
+    from grpo_fast.sandbox.proxy import Remote
+
+    for i, name in enumerate(("unittest.__main__", "antigravity", "this", "_io", "os.__dict__", "grpo_fast_sandbox")):
+        value = _judge_decode(_encode(Ref("m", (name, i))))
+        assert isinstance(value, Remote), name
+        assert name not in sys.modules or name == "_io", name
+    assert _judge_decode(_encode(Ref("m", ("math", 0)))) is __import__("math")
+
+
 def test_an_exception_class_named_after_a_function_is_only_a_class() -> None:
     """A program's exception class claiming to be ``builtins.eval`` or ``os.system`` becomes a fresh class of that
     name; only a real standard-library exception class is ever looked up."""

@@ -253,10 +253,12 @@ def _lookup(module: str, qualname: str) -> Any:
 
 def importable(name: str) -> bool:
     """A module a test may get without importing it: the standard library (a few with side effects excepted)
-    and ``IMPORTABLE_PACKAGES``; never this sandbox, the program or the test module."""
-    top = name.split(".")[0]
-    return all(p.isidentifier() for p in name.split(".")) and top not in _NO_IMPORT and top != _OWN_PACKAGE \
-        and (top in sys.stdlib_module_names or top in IMPORTABLE_PACKAGES)
+    and ``IMPORTABLE_PACKAGES``; never this sandbox, the program or the test module, and no private or
+    ``__main__`` part (``unittest.__main__`` runs the test runner when imported)."""
+    parts = name.split(".")
+    top = parts[0]
+    return all(p.isidentifier() and not p.startswith("_") for p in parts) and top not in _NO_IMPORT \
+        and top != _OWN_PACKAGE and (top in sys.stdlib_module_names or top in IMPORTABLE_PACKAGES)
 
 
 def own_module(name: str) -> types.ModuleType | None:
