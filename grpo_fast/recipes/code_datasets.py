@@ -104,7 +104,7 @@ def code_contests(raw: dict) -> dict:
         outputs += list(block.get("output") or [])
     solutions = raw.get("solutions") or {}
     python = [s for lang, s in zip(solutions.get("language") or [], solutions.get("solution") or [])
-              if lang in PYTHON_LANGUAGES]
+              if lang in PYTHON_LANGUAGES or str(lang).upper() == "PYTHON3"]  # ids, or labels in some copies
     limit = raw.get("time_limit") or {}
     seconds = (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9 if isinstance(limit, dict) else None
     return _row(text(raw, "description"), {"inputs": inputs, "outputs": outputs}, python[0] if python else "",
@@ -117,8 +117,8 @@ def livecodebench(raw: dict) -> dict:
     per input line. No reference solutions."""
     cases = _json(raw, "public_test_cases")
     private = raw.get("private_test_cases")
-    if private:
-        cases = cases + json.loads(unpack_private_tests(private))
+    if private:  # packed in the published set; plain JSON in some copies
+        cases = cases + json.loads(private if private.lstrip().startswith("[") else unpack_private_tests(private))
     metadata = _json(raw, "metadata") if raw.get("metadata") else {}
     fn = metadata.get("func_name") if isinstance(metadata, dict) else None
     functional = any(c.get("testtype") == "functional" for c in cases)
