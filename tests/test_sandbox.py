@@ -258,6 +258,9 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
                  "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\ndef f(x): return x + 1"]
         res = sb.run_many(progs, tests=[ADD_ONE] * 4, timeout=1.0, sandbox=box)
         assert [r.fraction for r in res] == [1.0, 0.0, 0.0, 1.0]
+        stdin = box.run_many([sb.make_io_job("print(int(input()) + 1)", ["1\n", "5\n"], ["2", "6"], timeout=2.0),
+                              sb.make_io_job("while True: pass", ["1\n"], ["2"], timeout=0.5)])
+        assert [r.failures for r in stdin] == [["", ""], ["timeout"]]
         if level == "uid-drop":
             assert _sandbox_pids() == []
     finally:
