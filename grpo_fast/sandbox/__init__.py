@@ -22,6 +22,7 @@ from .client import (
     default_sandbox,
     describe_isolation,
     isolation_level,
+    make_cells_job,
     make_io_job,
     make_job,
     run_many,
@@ -30,4 +31,4 @@ from .client import (
 from .isolation import LEVELS
 
 __all__ = ["LEVELS", "Sandbox", "SandboxResult", "default_sandbox", "describe_isolation", "isolation_level",
-           "make_io_job", "make_job", "run_many", "run_program"]
+           "make_cells_job", "make_io_job", "make_job", "run_many", "run_program"]

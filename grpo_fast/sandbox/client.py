@@ -98,6 +98,14 @@ def make_io_job(source: str, inputs: Sequence[str], outputs: Sequence[str], time
             "checker": checker or ""}
 
 
+def make_cells_job(cells: Sequence[str], timeout: float = 5.0, memory_mb: int = 512, *,
+                   packages: bool = True) -> dict[str, Any]:
+    """A tool session's call: ``cells`` (the episode's earlier cells, then the new one) run in one fresh process,
+    the earlier ones quietly; the result's ``stdout``/``stderr`` are the new cell's (``runner.run_cells``)."""
+    return {**make_io_job(json.dumps([str(c) for c in cells]), [""], [""], timeout, memory_mb, packages=packages),
+            "cells": True}
+
+
 def _site_dirs() -> list[str]:
     dirs = list(site.getsitepackages())
     if site.ENABLE_USER_SITE:

@@ -81,7 +81,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         from .runner import run_main, serve
 
         if desc.get("io"):
-            run_main(3, checker=bool(desc.get("check")))
+            run_main(3, checker=bool(desc.get("check")), cells=bool(desc.get("cells")))
         serve(3)
     finally:
         os._exit(1)

@@ -389,12 +389,48 @@ def _exit_builtins() -> None:
         builtins.__dict__.setdefault(name, sys.exit)
 
 
-def run_main(source_fd: int, checker: bool = False) -> None:
+def run_cells(cells: list[str], namespace: dict[str, Any]) -> bool:
+    """Notebook semantics for a tool session: the earlier cells are replayed quietly (their output and errors
+    dropped), the last one's output is shown, with its final expression's value printed as a notebook shows it.
+    False when the last cell raised (its traceback, from the cell's own frames, is on stderr)."""
+    import ast
+    import contextlib
+    import traceback
+
+    for i, cell in enumerate(cells):
+        last = i == len(cells) - 1
+        name = f"<cell {i + 1}>"
+        try:
+            with contextlib.ExitStack() as quiet:
+                if not last:
+                    quiet.enter_context(contextlib.redirect_stdout(io.StringIO()))
+                    quiet.enter_context(contextlib.redirect_stderr(io.StringIO()))
+                tree = ast.parse(cell, name)
+                tail = tree.body.pop() if last and tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, name, "exec"), namespace)  # noqa: S102 - the model's code, in its own process
+                if tail is not None:
+                    value = eval(compile(ast.Expression(tail.value), name, "eval"), namespace)  # noqa: S307
+                    if value is not None:
+                        print(repr(value))
+        except SystemExit:
+            pass  # exit() in a cell ends that cell, as in a notebook
+        except BaseException as exc:  # noqa: BLE001 - shown for the last cell, dropped for replayed ones
+            if last:
+                tb = exc.__traceback__
+                while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
+                    tb = tb.tb_next  # the cell's own frames only
+                traceback.print_exception(type(exc), exc, tb, limit=-4)
+                return False
+    return True
+
+
+def run_main(source_fd: int, checker: bool = False, cells: bool = False) -> None:
     """A stdin test: run the program read from ``source_fd`` as ``__main__`` (stdin is the test's input), flush
     its output, exit with its status (never returns). Nothing here knows the expected output.
 
     ``checker``: this is a dataset's checker; stdin holds the test's input, the program's output and the answer as
-    JSON, written here to ``input.txt``, ``output.txt`` and ``answer.txt`` and named in ``sys.argv``."""
+    JSON, written here to ``input.txt``, ``output.txt`` and ``answer.txt`` and named in ``sys.argv``. ``cells``: the
+    source is a JSON list of a tool session's cells (``run_cells``)."""
     if checker:
         import json
 
@@ -421,7 +457,12 @@ def run_main(source_fd: int, checker: bool = False) -> None:
     sys.modules["__main__"] = module
     code = 0
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the program, in its own process
+        if cells:
+            import json
+
+            code = 0 if run_cells([str(c) for c in json.loads(source)], module.__dict__) else 1
+        else:
+            exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the program, in its own process
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - a runtime error: its traceback on stderr, a failing status

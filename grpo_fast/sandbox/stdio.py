@@ -106,6 +106,9 @@ class IoRow:
             why = f"sandbox fault: {report['fault']}"
         elif rc != 0:
             why = f"runtime error (exit code {rc})"
+        elif self.spec.get("cells"):  # a tool session's call: its output is the result, nothing to judge
+            self.first_failure = (text[:65536], err.decode("utf-8", errors="replace")[:65536])
+            why = ""
         elif self.spec.get("checker"):  # several right answers: the dataset's checker decides
             self.checking = text
             return

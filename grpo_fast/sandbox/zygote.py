@@ -167,7 +167,8 @@ class Zygote:
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
         desc = {"op": "run", "id": job.run_id, "slot": slot, "timeout": spec["timeout"], "io": True,
-                "check": checking, "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "check": checking, "cells": bool(spec.get("cells")), "memory_mb": spec["memory_mb"],
+                "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
         for fd in (stdin, source, out_w, err_w):
