@@ -12,7 +12,8 @@ import collections
 import sys
 from typing import Any
 
-LIMIT = 256  # containers tracked per job; more are sent by value only, as before
+LIMIT = 256  # containers tracked per job; more are sent by value only
+ELEMENTS = 20_000  # their total size: every call compares them, so a huge list is sent by value only
 _MUTABLE = (list, dict, set, bytearray, collections.deque)
 _CONTAINERS = frozenset({list, tuple, dict, set, bytearray, collections.deque, collections.OrderedDict,
                          collections.Counter, collections.defaultdict})
@@ -58,11 +59,10 @@ def snapshot(m: Any, depth: int = 2) -> Any:
         return m.shape, m.tobytes()
     if isinstance(m, (bytes, bytearray)):
         return bytes(m)
-    inner = depth > 0
-    if isinstance(m, dict):
-        return tuple((id(k), id(v), snapshot(v, depth - 1) if inner and type(v) in _NESTED else None)
-                     for k, v in m.items())
-    return tuple((id(x), snapshot(x, depth - 1) if inner and type(x) in _NESTED else None) for x in m)
+    values = list(m.values()) if isinstance(m, dict) else m
+    ids = tuple(map(id, m)) + (tuple(map(id, values)) if values is not m else ())  # a dict: its keys, then values
+    inner = tuple(snapshot(x, depth - 1) for x in values if type(x) in _NESTED) if depth > 0 else ()
+    return ids, inner
 
 
 _NESTED = frozenset({list, dict, set, bytearray, collections.deque})
@@ -95,6 +95,10 @@ def sync(mine: Any, new: Any, same: dict[int, Any]) -> None:
         mine.extend(get(id(x), x) for x in new)
 
 
+def _size(obj: Any) -> int:
+    return int(getattr(obj, "size", 0)) if type(obj).__module__ == "numpy" else len(obj)
+
+
 class Shared:
     """One side's tracked containers: index -> object, with the snapshot taken at the last exchange."""
 
@@ -102,12 +106,11 @@ class Shared:
         self.objs: dict[int, Any] = {}
         self.ids: dict[int, int] = {}
         self.snaps: dict[int, Any] = {}
+        self.elements = 0
 
     def add(self, obj: Any) -> int | None:
         """Track ``obj`` (judge side); its index, or None when the job tracks enough already."""
-        if id(obj) in self.ids:
-            return None
-        if len(self.objs) >= LIMIT:
+        if id(obj) in self.ids or len(self.objs) >= LIMIT or self.elements + _size(obj) > ELEMENTS:
             return None
         idx = len(self.objs)
         self.put(idx, obj)
@@ -115,8 +118,10 @@ class Shared:
 
     def put(self, idx: int, obj: Any) -> None:
         """Track ``obj`` under the index the other side chose (program side)."""
-        if type(idx) is int and 0 <= idx < LIMIT and isinstance(obj, _mutable_types()):
+        if type(idx) is int and 0 <= idx < LIMIT and isinstance(obj, _mutable_types()) \
+                and self.elements + _size(obj) <= ELEMENTS:
             self.objs[idx], self.ids[id(obj)], self.snaps[idx] = obj, idx, snapshot(obj)
+            self.elements += _size(obj)
 
     def changes(self, also: Any = None) -> list[tuple[int, Any]]:
         """Tracked objects changed since the last exchange (and ``also``, if tracked); snapshots them anew."""
