@@ -111,6 +111,10 @@ class Zygote:
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
                 forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers)
+            except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(1)
         jobs_b.close()
