@@ -10,7 +10,6 @@ finished with it; with a PID namespace each death takes every process it started
 
 from __future__ import annotations
 
-import functools
 import gc
 import json
 import os
@@ -46,15 +45,13 @@ class _Program:
 
 
 def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workdir: str,
-               site_dirs: list[str], boot: socket.socket | None = None) -> None:
-    """The program's process: private filesystem, limits, unprivileged uid, then the runner. Never returns.
-
-    ``boot``: a spare, forked before its job: it makes its namespaces and mounts, then waits there for the job."""
+               site_dirs: list[str]) -> None:
+    """The program's process: private filesystem, limits, unprivileged uid, then the runner. Never returns."""
     try:
-        _detach(boot)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
-        if boot is not None:
-            desc, fds = _wait_for_job(boot)
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
         else:  # stdin empty; fd 3: the channel to the judge
@@ -90,25 +87,23 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os._exit(1)
 
 
-def _judge(fds: list[int], level: str, uid: int, site_dirs: list[str], desc: dict[str, Any],
-           private_root: bool, boot: socket.socket | None = None) -> None:
-    """The job's judge, under its own uid; then ``judge.main``. Never returns. ``fds``: its end of the program's
-    channel, its line to the zygote. ``boot``: a spare, waiting for its job as for ``_candidate``.
+def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc: dict[str, Any],
+           private_root: bool) -> None:
+    """The job's judge, under its own uid; then ``judge.main``. Never returns.
 
     In the minimal root (read-only, root-owned, an empty /proc) it needs no mounts of its own: it can write
     nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program."""
     try:
-        _detach(boot)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
         workdir = "/" if private_root else isolation.private_workdir(level, uid, tempfile.gettempdir(),
                                                                       root_view(site_dirs)[0])
-        if boot is not None:
-            desc, fds = _wait_for_job(boot)
-        chan, ctl = fds
         devnull = os.open(os.devnull, os.O_RDWR)
-        for fd, target in ((devnull, 0), (devnull, 1), (devnull, 2), (ctl, 3), (chan, 4)):
-            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-4 already
-        for target in range(5):
-            os.dup2(target + 100, target)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.dup2(ctl, 3)
+        os.dup2(chan, 4)
         os.closerange(5, 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
@@ -136,7 +131,6 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     isolation.set_nondumpable()
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     networks = isolation.JobNetworks(workers) if pidns is not None else None
-    spares = Spares(level, uid_bases, site_dirs, private_root, pidns, networks) if networks is not None else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
@@ -162,49 +156,25 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if not msg:
                 for pid in [*running, *judges]:
                     os.kill(pid, signal.SIGKILL)
-                if spares is not None:
-                    spares.drop()
                 os._exit(0)
             desc = json.loads(msg)
             if desc["op"] == "run":
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
-                slot, io = int(desc["slot"]), bool(desc.get("io"))
-                if spares is not None and _preload(desc):
-                    spares.drop()  # forked before the forker imported what this job wants
-                prog = spares.take(slot, "program", desc, fds[:4] if io else fds[:3]) \
-                    if spares is not None and len(fds) == (4 if io else 5) else None
-                if networks is not None and prog is None:
-                    networks.enter(slot)
-                if prog is not None:
-                    pid, uid = prog.pid, prog.uid
-                    fds = [] if io else fds[3:]
-                elif io:  # a stdin test: the program alone; its output is judged by the zygote
+                if networks is not None:
+                    networks.enter(int(desc["slot"]))
+                if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
                     pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
-                    fds = []
+                    judge = 0
                 else:  # the program first: its start (mounts) is the longer one, the judge's first request waits
                     pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
-                    fds = fds[3:]
-                if io:
-                    judge = 0
-                elif pid is None:
-                    judge = None
-                else:
-                    spare = spares.take(slot, "judge", desc, fds) if spares is not None else None
-                    if spare is not None:
-                        judge, judge_uid = spare.pid, spare.uid
-                    else:
-                        if networks is not None and prog is not None:
-                            networks.enter(slot)  # the spare program's namespaces are this slot's too
-                        judge = _spawn_judge(desc, fds, level, judge_uid, site_dirs, pidns, private_root)
-                    fds = []
-                if spares is not None:
-                    spares.refill(slot, ("program",) if io else ("program", "judge"))
+                    judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
+                        if pid is not None else None
                 if pid is None or judge is None:
                     for victim in (pid, judge):
-                        if victim:
+                        if victim is not None:
                             _kill(victim)
-                    for fd in fds:
+                    for fd in fds[3:] if pid is None else ():
                         os.close(fd)
                     pid = None
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
@@ -256,95 +226,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
 
 def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
                  pidns: isolation.PidNamespaces | None, private_root: bool) -> int | None:
-    return _fork(pidns, fds, lambda: _judge(fds, level, uid, site_dirs, desc, private_root))
-
-
-def _detach(boot: socket.socket | None) -> None:
-    """First steps of a forked job process: its own session, default signals; a spare also dies with the forker
-    and lets go of every descriptor but its boot line while it waits."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
-    if boot is not None:
-        isolation.set_pdeathsig()
-        keep = boot.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, 1 << 16)
-
-
-def _wait_for_job(boot: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    msg, fds, _flags, _addr = socket.recv_fds(boot, 1 << 16, 8)
-    if not msg:
-        os._exit(0)
-    boot.close()
-    return json.loads(msg), fds
-
-
-@dataclass
-class _Spare:
-    """A job process forked ahead of its job, in its namespaces, waiting on ``boot`` for the job's descriptors."""
-
-    pid: int
-    boot: socket.socket
-    uid: int
-
-
-class Spares:
-    """Per worker slot, a program and a judge forked while the slot's previous job ran: a job then starts with two
-    messages instead of two forks and their set-up (the strongest level only, where each is PID 1 of its own
-    namespace and needs no clean-up by uid)."""
-
-    def __init__(self, level: str, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool,
-                 pidns: isolation.PidNamespaces, networks: isolation.JobNetworks) -> None:
-        self.level, self.uid_bases, self.site_dirs, self.private_root = level, uid_bases, site_dirs, private_root
-        self.pidns, self.networks = pidns, networks
-        self.ready: dict[tuple[int, str], _Spare] = {}
-        self.count = 0
-
-    def take(self, slot: int, role: str, desc: dict[str, Any], fds: list[int]) -> _Spare | None:
-        """Hand the job to the slot's spare ``role``; None (descriptors untouched) when there is none."""
-        spare = self.ready.pop((slot, role), None)
-        if spare is None:
-            return None
-        try:
-            socket.send_fds(spare.boot, [json.dumps(desc).encode()], fds)
-        except OSError:
-            _kill(spare.pid)
-            return None
-        finally:
-            spare.boot.close()
-        for fd in fds:
-            os.close(fd)
-        return spare
-
-    def refill(self, slot: int, roles: tuple[str, ...]) -> None:
-        """Fork the slot's next spares (a fresh IPC namespace for them, the slot's network namespace)."""
-        self.networks.enter(slot)
-        for role in roles:
-            if (slot, role) in self.ready:
-                continue
-            self.count += 1
-            off = (UID_SPAN // 2 + self.count) % UID_SPAN  # job ids use the low half first: no clash for long
-            uid = self.uid_bases[0 if role == "program" else 1] + off
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            if role == "program":
-                child = functools.partial(_candidate, {}, [], self.level, uid, "", self.site_dirs, boot=theirs)
-            else:
-                child = functools.partial(_judge, [], self.level, uid, self.site_dirs, {}, self.private_root,
-                                          boot=theirs)
-            pid = _fork(self.pidns, [], child)
-            theirs.close()
-            if pid is None:
-                ours.close()
-            else:
-                self.ready[(slot, role)] = _Spare(pid, ours, uid)
-
-    def drop(self) -> None:
-        """Discard every spare (they lack a module the forker has just imported)."""
-        for spare in self.ready.values():
-            spare.boot.close()
-            _kill(spare.pid)
-        self.ready.clear()
+    return _fork(pidns, fds, lambda: _judge(fds[1], fds[0], level, uid, site_dirs, desc, private_root))
 
 
 def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
@@ -358,7 +240,12 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
             desc["workdir"] = workdir
     except OSError:
         workdir = ""
-    _preload(desc)
+    for name in desc.get("preload") or ():
+        if name in PRELOADABLE and name not in sys.modules:
+            try:
+                __import__(name)
+            except Exception:  # noqa: BLE001, S110 - only a speed-up
+                pass
     ok = len(fds) == (4 if desc.get("io") else 3)
     return _fork(pidns, fds, lambda: _candidate(desc, fds, level, uid, workdir, site_dirs) if ok else os._exit(1))
 
@@ -380,19 +267,6 @@ def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> 
 
 
 PRELOADABLE = frozenset({"numpy"})  # heavy imports worth keeping warm once a program asked for them
-
-
-def _preload(desc: dict[str, Any]) -> bool:
-    """Import what the job asks to keep warm; True when something was imported just now."""
-    fresh = False
-    for name in desc.get("preload") or ():
-        if name in PRELOADABLE and name not in sys.modules:
-            try:
-                __import__(name)
-                fresh = True
-            except Exception:  # noqa: BLE001, S110 - only a speed-up
-                pass
-    return fresh
 
 
 def _kill(pid: int) -> None:
