@@ -5,8 +5,8 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 * ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
 * ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
   nested in both directions, and the containers a test hands over kept in step.
-* ``runner`` -- the candidate's process: runs the program as module ``solution``, answers requests about its
-  objects, sends them as data or as handles.
+* ``script``, ``runner`` -- the candidate's process: a program run as a script (stdin tests, checkers, tool
+  cells), or as module ``solution`` answering the judge's requests about its objects (data or handles).
 * ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the
   candidate's objects, its end of the channel, and the tests and their verdict.
 * ``stdio`` -- stdin/stdout tests: one run per test, the output judged as data outside the program.

@@ -78,7 +78,8 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             for name, mod in list(sys.modules.items()):
                 if any(str(getattr(mod, "__file__", "") or "").startswith(d) for d in site_dirs):
                     del sys.modules[name]
-        from .runner import run_main, serve
+        from .runner import serve
+        from .script import run_main
 
         if desc.get("io"):
             run_main(3, checker=bool(desc.get("check")), cells=bool(desc.get("cells")))

@@ -22,6 +22,7 @@ from typing import Any
 from . import decoder, wire
 from .channel import Channel
 from .mutables import Shared
+from .script import exit_builtins, flush
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
 
@@ -373,118 +374,10 @@ def _named(module: str, qualname: str) -> Any:
     return obj
 
 
-def flush() -> None:
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except BaseException:  # noqa: BLE001, S110 - a closed or replaced stream must not stop the run
-            pass
-
-
-def _exit_builtins() -> None:
-    """``exit()`` and ``quit()``, which ``site`` adds to a normal interpreter (the sandbox runs without it)."""
-    import builtins
-
-    for name in ("exit", "quit"):
-        builtins.__dict__.setdefault(name, sys.exit)
-
-
-def run_cells(cells: list[str], namespace: dict[str, Any]) -> bool:
-    """Notebook semantics for a tool session: the earlier cells are replayed quietly (their output and errors
-    dropped), the last one's output is shown, with its final expression's value printed as a notebook shows it.
-    False when the last cell raised (its traceback, from the cell's own frames, is on stderr)."""
-    import ast
-    import contextlib
-    import traceback
-
-    for i, cell in enumerate(cells):
-        last = i == len(cells) - 1
-        name = f"<cell {i + 1}>"
-        try:
-            with contextlib.ExitStack() as quiet:
-                if not last:
-                    quiet.enter_context(contextlib.redirect_stdout(io.StringIO()))
-                    quiet.enter_context(contextlib.redirect_stderr(io.StringIO()))
-                tree = ast.parse(cell, name)
-                tail = tree.body.pop() if last and tree.body and isinstance(tree.body[-1], ast.Expr) else None
-                exec(compile(tree, name, "exec"), namespace)  # noqa: S102 - the model's code, in its own process
-                if tail is not None:
-                    value = eval(compile(ast.Expression(tail.value), name, "eval"), namespace)  # noqa: S307
-                    if value is not None:
-                        print(repr(value))
-        except SystemExit:
-            pass  # exit() in a cell ends that cell, as in a notebook
-        except BaseException as exc:  # noqa: BLE001 - shown for the last cell, dropped for replayed ones
-            if last:
-                tb = exc.__traceback__
-                while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
-                    tb = tb.tb_next  # the cell's own frames only
-                traceback.print_exception(type(exc), exc, tb, limit=-4)
-                return False
-    return True
-
-
-def run_main(source_fd: int, checker: bool = False, cells: bool = False) -> None:
-    """A stdin test: run the program read from ``source_fd`` as ``__main__`` (stdin is the test's input), flush
-    its output, exit with its status (never returns). Nothing here knows the expected output.
-
-    ``checker``: this is a dataset's checker; stdin holds the test's input, the program's output and the answer as
-    JSON, written here to ``input.txt``, ``output.txt`` and ``answer.txt`` and named in ``sys.argv``. ``cells``: the
-    source is a JSON list of a tool session's cells (``run_cells``)."""
-    if checker:
-        import json
-
-        files = json.loads(sys.stdin.read())
-        for name in ("input", "output", "answer"):
-            with open(f"{name}.txt", "w") as f:
-                f.write(str(files.get(name) or ""))
-        sys.argv = ["checker.py", "input.txt", "output.txt", "answer.txt"]
-        sys.stdin = open("input.txt")  # noqa: SIM115 - the checker's stdin: the test's input
-    chunks = []
-    while chunk := os.read(source_fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(source_fd)
-    source = b"".join(chunks).decode("utf-8", errors="replace")
-    filename = os.path.join(os.getcwd(), "solution.py")
-    try:
-        with open(filename, "w") as f:  # for tracebacks, inspect.getsource and the like
-            f.write(source)
-    except OSError:
-        pass
-    module = types.ModuleType("__main__")
-    module.__file__ = filename
-    _exit_builtins()
-    sys.modules["__main__"] = module
-    code = 0
-    try:
-        if cells:
-            import json
-
-            code = 0 if run_cells([str(c) for c in json.loads(source)], module.__dict__) else 1
-        else:
-            exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the program, in its own process
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - a runtime error: its traceback on stderr, a failing status
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    try:
-        import threading
-
-        for t in threading.enumerate():  # like the interpreter's own exit: wait for non-daemon threads
-            if t is not threading.main_thread() and not t.daemon:
-                t.join()
-    finally:
-        flush()
-        os._exit(code & 0xFF)
-
-
 def serve(fd: int) -> None:
     """Answer the judge on ``fd`` until it closes the channel, then exit (never returns)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # nested callbacks cost frames on both sides
-    _exit_builtins()
+    exit_builtins()
     try:
         Runner(socket.socket(fileno=fd)).channel.serve_forever()
     except BaseException:  # noqa: BLE001, S110 - the judge closing the channel is the normal end
