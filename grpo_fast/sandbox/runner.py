@@ -22,7 +22,7 @@ from typing import Any
 from . import decoder, wire
 from .channel import Channel
 from .mutables import Shared
-from .script import exit_builtins, flush
+from .script import exit_builtins, flush, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
 
@@ -207,14 +207,8 @@ class Runner:
         """Run setup, then the program, as modules; the program sees the setup's names."""
         setup_mod = types.ModuleType(SETUP_MODULE)
         sys.modules[SETUP_MODULE] = setup_mod
-        filename = os.path.join(os.getcwd(), "solution.py")
-        try:
-            with open(filename, "w") as f:  # for tracebacks, inspect.getsource and the like
-                f.write(source)
-        except OSError:
-            pass
-        mod = types.ModuleType(SOLUTION_MODULE)
-        mod.__file__ = filename
+        mod = source_module(SOLUTION_MODULE, source)
+        filename = mod.__file__
         sys.modules[SOLUTION_MODULE] = self.module = mod
         try:
             if setup:

@@ -19,6 +19,19 @@ def flush() -> None:
             pass
 
 
+def source_module(name: str, source: str) -> types.ModuleType:
+    """An empty module for the program, whose ``__file__`` holds its source (for tracebacks, ``inspect``)."""
+    filename = os.path.join(os.getcwd(), "solution.py")
+    try:
+        with open(filename, "w") as f:
+            f.write(source)
+    except OSError:
+        pass
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    return module
+
+
 def exit_builtins() -> None:
     """``exit()`` and ``quit()``, which ``site`` adds to a normal interpreter (the sandbox runs without it)."""
     import builtins
@@ -83,14 +96,8 @@ def run_main(source_fd: int, checker: bool = False, cells: bool = False) -> None
         chunks.append(chunk)
     os.close(source_fd)
     source = b"".join(chunks).decode("utf-8", errors="replace")
-    filename = os.path.join(os.getcwd(), "solution.py")
-    try:
-        with open(filename, "w") as f:  # for tracebacks, inspect.getsource and the like
-            f.write(source)
-    except OSError:
-        pass
-    module = types.ModuleType("__main__")
-    module.__file__ = filename
+    module = source_module("__main__", source)
+    filename = module.__file__
     exit_builtins()
     sys.modules["__main__"] = module
     code = 0
