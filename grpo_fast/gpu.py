@@ -156,6 +156,25 @@ def vllm_cpu_environment() -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
 
 
+def keep_live_cpu_weights() -> None:
+    """On CPUs with AVX-512 or AMX, vLLM's CPU build packs each linear layer's weight into a oneDNN/AMX kernel when
+    the model loads and drops the weight, so TRL's weight sync after a step finds nothing to load into
+    (``'Parameter' object has no attribute 'weight_loader'``), and a packed copy would stay stale anyway. The CPU
+    opt-in is a correctness check, not a speed path: its layers keep their live weights and plain ``F.linear``."""
+    import torch
+    from vllm.model_executor.layers import utils
+
+    dispatch = getattr(utils, "dispatch_cpu_unquantized_gemm", None)
+    if dispatch is None or getattr(dispatch, "_grpo_fast", False):
+        return  # a vLLM without weight packing on CPU, or done already
+
+    def live(layer: Any, remove_weight: bool) -> None:
+        layer.cpu_linear = torch.nn.functional.linear
+
+    live._grpo_fast = True  # type: ignore[attr-defined]
+    utils.dispatch_cpu_unquantized_gemm = live
+
+
 def prepare_vllm_on_cpu() -> None:
     """Make TRL's colocated vLLM engine start on CPU (opt-in only): KV-cache size, threads, engine arguments.
 
@@ -165,6 +184,7 @@ def prepare_vllm_on_cpu() -> None:
     import functools
 
     vllm_cpu_environment()
+    keep_live_cpu_weights()
     from trl.generation import vllm_generation
 
     if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
