@@ -180,30 +180,36 @@ def merged_lora_generation(model: Any) -> bool:
     return True
 
 
-def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
+def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``,
-    ``merged_generation``)."""
+    ``merged_generation``), ``auto`` decided by ``cpu_choice`` from this machine; print and return what was
+    chosen and why (summary.json's ``cpu_choices``)."""
     import torch
 
-    applied = []
-    if cfg.cpu_threads is not None and not torch.cuda.is_available():
+    from grpo_fast.cpu_choice import as_record, choose, cpu_class
+
+    cuda = torch.cuda.is_available()
+    threads = None
+    if cfg.cpu_threads is not None and not cuda:
         threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
         torch.set_num_threads(threads)
-        applied.append(f"cpu_threads={threads}")
-    if cfg.cpu_autocast_training and not torch.cuda.is_available():
+    cls = None if cuda else cpu_class()
+    choices = choose(cfg, cls=cls, threads=threads, cuda=cuda)
+    chosen = {c.key: c.value for c in choices}
+    if chosen.get("cpu_autocast_training"):
         autocast_training_pass(trainer)
-        applied.append("cpu_autocast_training")
-    if cfg.shared_prefill and not cfg.args.use_vllm:
+    if chosen.get("shared_prefill") and not cfg.args.use_vllm:
         shared_prompt_prefill(trainer.model)
-        applied.append("shared_prefill")
-    if cfg.shared_prefill and not cfg.args.gradient_checkpointing:
+    if chosen.get("shared_prefill") and not cfg.args.gradient_checkpointing:
         shared_prompt_training_forward(trainer.model)
-        applied.append("shared_prefill (training forward)")
-    if cfg.merged_generation and not cfg.args.use_vllm and merged_lora_generation(trainer.model):
-        applied.append("merged_generation")
-    if applied:
-        print("speed-ups: " + ", ".join(applied), flush=True)
-    return applied
+    if chosen.get("merged_generation") and not cfg.args.use_vllm and not merged_lora_generation(trainer.model):
+        for c in choices:
+            if c.key == "merged_generation":
+                c.value, c.why = False, "the model is not a plain-LoRA model (DoRA, quantized or full weights)"
+    if choices:
+        head = "speed-ups" + (f" on {cls.label}" if cls else "") + ":\n"
+        print(head + "\n".join(f"  {c.line()}" for c in choices), flush=True)
+    return as_record(choices, cls)
 
 
 def busy_cores(window: float = 0.5) -> float:
