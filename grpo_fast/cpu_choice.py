@@ -56,9 +56,15 @@ class Choice:
     why: str
     forced: bool = False
 
+    @property
+    def shown(self) -> str:
+        """on/off for a switch, the number for threads."""
+        if isinstance(self.value, bool):
+            return "on" if self.value else "off"
+        return str(self.value)
+
     def line(self) -> str:
-        shown = {True: "on", False: "off"}.get(self.value, str(self.value))
-        return f"{self.label}: {shown} — {self.why}"
+        return f"{self.label}: {self.shown} — {self.why}"
 
 
 def cpu_flags() -> tuple[str, set[str]]:
