@@ -5,7 +5,8 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
 ``generate`` every prompt ``num_generations`` times, so the same prompt is prefilled once per completion.
 
 - ``autocast_training_pass``: bf16 autocast around the loss computation only (with ``bf16: false``, so
-  generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays.
+  generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays, on CPUs
+  with native bf16 only: elsewhere it is emulated and slower than fp32 (``cpu_choice`` decides ``auto``).
 - ``shared_prompt_prefill``: prefill each distinct prompt once, then copy its KV cache to the group's rows
   before decoding. Same tokens in, same distribution out; the prompt's prefill cost falls by the group size.
 - ``shared_prompt_training_forward``: the same for the training forward and backward: a group's completions
@@ -14,7 +15,7 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
   a decoding step runs one matmul per linear layer instead of three (plus dropout, scale and add). The
   trained weights are never touched (the copies are dropped after ``generate``); only rounding differs.
 
-Measured figures are in ``benchmarks/bench_trainer.py``.
+Measured figures are in ``benchmarks/bench_trainer.py`` (``--compare choices``: on vs off vs auto, per CPU).
 """
 
 from __future__ import annotations
