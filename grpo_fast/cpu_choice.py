@@ -110,7 +110,8 @@ def probe_key(cls: CpuClass) -> str:
     """The cache key: what makes the probe's answer differ (CPU, its flags, instruction-set limits, torch)."""
     import torch
 
-    limits = ",".join(f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k in os.environ)
+    limits = ",".join(f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", NO_NATIVE_BF16_ENV)
+                      if k in os.environ)
     return f"torch {torch.__version__} | {cls.name} | {cls.capability} | {','.join(cls.bf16_flags)} | {limits}"
 
 
@@ -118,7 +119,7 @@ def run_probe(tokens: int = 256, hidden: int = 576, intermediate: int = 1536, ro
     """Fastest of a few forward+backward passes through an MLP block of the embedded model's shapes (SmolLM2-135M:
     576 -> 1536 -> 576), fp32 and under bf16 autocast, alternating, on one thread: other jobs on shared cores make
     multi-threaded timings swing 3x, one thread's fastest pass holds still. Under a second where bf16 is native;
-    where it is emulated it stops after two rounds (about 1.5 s)."""
+    where it is emulated a pass takes about 0.5 s (more on a busy machine), so it stops after two rounds."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -159,7 +160,9 @@ def bf16_probe(cls: CpuClass, cache: Path | None = None) -> dict[str, Any]:
         known = {}
     if isinstance(known, dict) and isinstance(known.get(key), dict) and "bf16_speed" in known[key]:
         return {**known[key], "cached": True}
-    result = {**run_probe(), "measured": time.strftime("%Y-%m-%d %H:%M")}
+    # without native bf16 the choice is off whatever the probe says: one short round (emulated bf16 is slow) reports it
+    sized = {} if cls.native_bf16 else {"rounds": 1, "tokens": 128}
+    result = {**run_probe(**sized), "measured": time.strftime("%Y-%m-%d %H:%M")}
     known = known if isinstance(known, dict) else {}
     known[key] = result
     try:
