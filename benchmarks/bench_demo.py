@@ -5,7 +5,11 @@ the run's eval.json, written by the kit's own evaluation), training wall time (s
 command (loading, checks, evaluation, report) and the machine's load average. Then mean and minimum of the
 accuracy rise; the goal is +0.30 for the minimum. Results go to a JSON file that `demo_readme.py` reads.
 
-    .venv/bin/python benchmarks/bench_demo.py [--seeds 1 2 3] [--out runs/bench_demo.json] [key=value ...]
+    .venv/bin/python benchmarks/bench_demo.py [--seeds 1 2 3] [--out runs/bench_demo.json] [--machine TEXT] [k=v ...]
+
+``--machine`` describes the machine in words for the README (e.g. "Intel Xeon, Sapphire Rapids class, AMX, 2 vCPU,
+KVM"); the CPU class as torch sees it, any instruction-set limits (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY) and the
+speed-ups the run chose are recorded beside it.
 """
 
 from __future__ import annotations
@@ -42,7 +46,16 @@ def run_seed(seed: int, root: Path, overrides: list[str]) -> dict:
         "base_format": base["format"], "trained_format": trained["format"],
         "steps": summary["steps"], "train_s": summary["wall_s"], "command_s": wall,
         "other_s": wall - summary["wall_s"], "load_before": load_before, "load_after": os.getloadavg()[0],
+        "cpu_choices": summary.get("cpu_choices"),
     }
+
+
+def machine(described: str | None) -> dict:
+    """The machine the figures belong to: words, CPU class as torch sees it, instruction-set limits, cores."""
+    from grpo_fast.cpu_choice import cpu_class
+
+    limits = " ".join(f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k in os.environ)
+    return {"described": described, "cpu": cpu_class().label, "limits": limits, "cpus": os.cpu_count()}
 
 
 def main() -> None:
@@ -50,6 +63,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="runs/bench_demo.json")
     parser.add_argument("--root", default="runs/bench_demo", help="where the seeds' run directories go")
+    parser.add_argument("--machine", help="the machine in words, for the README")
     parser.add_argument("overrides", nargs="*", help="key=value passed to every run")
     args = parser.parse_args()
     root = Path(args.root)
@@ -70,6 +84,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"results": results, "overrides": args.overrides, "cpus": os.cpu_count(),
+                               "machine": machine(args.machine),
                                "finished": time.strftime("%Y-%m-%d %H:%M")}, indent=2))
     print(f"results: {out}")
 

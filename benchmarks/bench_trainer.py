@@ -7,11 +7,14 @@ the warm-up, dropped):
 - ``profile``: the kit's ``cpu`` profile vs a plain script with TRL's *default* GRPOConfig (on CPU that is
   bf16 autocast everywhere and gradient checkpointing on). Goal: ratio <= 0.7. Kit runs that add the profile's
   settings one at a time say what each setting bought.
+- ``choices``: each CPU speed-up of the ``cpu`` profile on this machine: on vs off vs ``auto`` (the others left at
+  the profile's ``auto``), printing the CPU class and what ``auto`` chose. Goal: ``auto`` within 5% of the better
+  fixed choice. To try an AVX2-only CPU on a newer one: ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``.
 
 Both sides use the demo's learning rate (a learning rate is not a speed setting, but it changes how long the
 completions get, so it must match).
 
-    .venv/bin/python benchmarks/bench_trainer.py [--compare overhead profile] [--rounds 3] [--steps 5]
+    .venv/bin/python benchmarks/bench_trainer.py [--compare overhead profile choices] [--rounds 3] [--steps 5]
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ LADDER = [
     ("+ merged_generation", ["cpu_threads=null"]),
     ("+ cpu_threads=auto (= cpu profile)", []),
 ]
+
+
+# (key, its "on" value, its "off" value) for the choices comparison
+SPEEDUPS = (("cpu_autocast_training", "true", "false"), ("shared_prefill", "true", "false"),
+            ("merged_generation", "true", "false"), ("cpu_threads", str(os.cpu_count() or 1), "1"))
+AUTO_GOAL = 1.05
 
 
 def kit_run(model: str, steps: int, extra: list[str]) -> list[float]:
@@ -103,7 +112,8 @@ def alternate(runs: list[tuple[str, object]], rounds: int) -> dict[str, list[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", nargs="+", choices=["overhead", "profile"], default=["overhead", "profile"])
+    parser.add_argument("--compare", nargs="+", choices=["overhead", "profile", "choices"],
+                        default=["overhead", "profile", "choices"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model", default="embedded")
@@ -131,9 +141,36 @@ def main() -> None:
             previous = m
         lines.append(f"profile: kit cpu profile / plain TRL default = {previous / plain:.3f} (goal <= 0.7); "
                      f"{os.cpu_count()} cores")
+    if "choices" in args.compare:
+        lines += compare_choices(args.model, args.steps, args.rounds)
     print("\n" + "\n".join(lines))
     print(f"{args.rounds} rounds x {args.steps} steps, {time.time() - start:.0f} s in all, "
           f"load average now {os.getloadavg()[0]:.1f}")
+
+
+def compare_choices(model: str, steps: int, rounds: int) -> list[str]:
+    """On vs off vs auto for each CPU speed-up, all in one alternating schedule; lines for the summary."""
+    from grpo_fast.cpu_choice import choose, cpu_class
+    from grpo_fast.resolve import resolve_config
+
+    cls = cpu_class()
+    auto = {c.key: c for c in choose(resolve_config("demo", ["profile=cpu"]), cls=cls)}
+    print(f"CPU: {cls.label} ({cls.why}); {os.cpu_count()} cores; "
+          f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '-')} "
+          f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '-')}", flush=True)
+    runs = [(f"{key}={value}", lambda key=key, value=value: kit_run(model, steps, [f"{key}={value}"]))
+            for key, on, off in SPEEDUPS for value in (on, off, "auto")]
+    t = alternate(runs, rounds)
+    lines = [f"choices on {cls.label}: median s/step, on / off / auto (goal: auto <= {AUTO_GOAL:.2f}x the better "
+             "fixed choice)"]
+    for key, on, off in SPEEDUPS:
+        m = {v: statistics.median(t[f"{key}={v}"]) for v in (on, off, "auto")}
+        best = min(m[on], m[off])
+        ratio = m["auto"] / best
+        picked = auto[key].line() if key in auto else "auto"
+        lines.append(f"  {key:22s} on({on}) {m[on]:.3f}  off({off}) {m[off]:.3f}  auto {m['auto']:.3f}  "
+                     f"auto/better {ratio:.3f} {'ok' if ratio <= AUTO_GOAL else 'NOT within goal'}  [{picked}]")
+    return lines
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
 Every figure comes from the runs' own artifacts (eval.json, summary.json, metrics.jsonl) via the results file;
 nothing is typed by hand. The README text between the two `demo-figures` markers is replaced.
 
-    .venv/bin/python benchmarks/demo_readme.py [--results runs/bench_demo.json] [--readme README.md]
+    .venv/bin/python benchmarks/demo_readme.py [--results runs/bench_demo.json [more.json ...]] [--readme README.md]
+
+One table per results file (one per CPU class), each under the machine it was measured on; the figure and the
+report screenshot come from the first.
 """
 
 from __future__ import annotations
@@ -96,7 +99,23 @@ def screenshot(report: Path, path: Path) -> bool:
         browser.quit()
 
 
-def section(data: dict, torch_version: str, shot: bool) -> str:
+def where(data: dict) -> str:
+    """The machine a results file was measured on, in words and as torch saw its CPU."""
+    m = data.get("machine") or {}
+    words = m.get("described") or cpu_name()
+    limits = f", restricted by {m['limits']}" if m.get("limits") else ""
+    cpu = f" (torch saw: {m['cpu']}{limits})" if m.get("cpu") else ""
+    return f"{words}{cpu}, {data['cpus']} cores"
+
+
+def chosen(results: list[dict]) -> str:
+    """What the cpu profile's auto chose in the first run, as its log printed it."""
+    record = results[0].get("cpu_choices") or {}
+    lines = [c["line"] for c in record.get("choices", [])]
+    return ("The `cpu` profile chose: " + "; ".join(lines) + ".") if lines else ""
+
+
+def table(data: dict, torch_version: str) -> list[str]:
     results = data["results"]
     rises = [r["rise"] for r in results]
     rows = [
@@ -106,12 +125,11 @@ def section(data: dict, torch_version: str, shot: bool) -> str:
         for r in results
     ]
     held = results[0]["rows"]
-    return "\n".join([
-        BEGIN,
-        f"Measured by `benchmarks/bench_demo.py` on {data['finished']}: {cpu_name()}, {data['cpus']} cores "
+    return [
+        f"Measured by `benchmarks/bench_demo.py` on {data['finished']}: {where(data)} "
         f"(load average in the last column: a run alone reads about 2), torch {torch_version} CPU. Each seed is one "
         f"`grpo-fast train demo seed=S`; accuracy is greedy, on {held} held-out questions no training question "
-        "shares.",
+        "shares. " + chosen(results),
         "",
         "| seed | held-out accuracy, base → trained | format, base → trained | training | whole command "
         "| load avg |",
@@ -121,6 +139,14 @@ def section(data: dict, torch_version: str, shot: bool) -> str:
         f"Accuracy rise: mean {statistics.mean(rises) * 100:+.0f} points, minimum {min(rises) * 100:+.0f} points. "
         "The whole command includes model loading, checks, both evaluations and the report.",
         "",
+    ]
+
+
+def section(datas: list[dict], torch_version: str, shot: bool) -> str:
+    results = datas[0]["results"]
+    return "\n".join([
+        BEGIN,
+        *[line for data in datas for line in table(data, torch_version)],
         f"![reward curve and held-out accuracy]({IMAGE.as_posix()})",
         *([f"\nThe first screen of seed {results[0]['seed']}'s `report.html`: ![report]({SCREEN.as_posix()})"]
           if shot else []),
@@ -130,21 +156,21 @@ def section(data: dict, torch_version: str, shot: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default="runs/bench_demo.json")
+    parser.add_argument("--results", nargs="+", default=["runs/bench_demo.json"])
     parser.add_argument("--readme", default="README.md")
     args = parser.parse_args()
     import torch
 
-    data = json.loads(Path(args.results).read_text())
+    datas = [json.loads(Path(path).read_text()) for path in args.results]
     readme = Path(args.readme)
-    plot(data["results"], readme.parent / IMAGE)
-    shot = screenshot(Path(data["results"][0]["run_dir"]) / "report.html", readme.parent / SCREEN)
+    plot(datas[0]["results"], readme.parent / IMAGE)
+    shot = screenshot(Path(datas[0]["results"][0]["run_dir"]) / "report.html", readme.parent / SCREEN)
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{readme} has no {BEGIN} ... {END} block to replace")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(head + section(data, torch.__version__.split("+")[0], shot) + tail)
+    readme.write_text(head + section(datas, torch.__version__.split("+")[0], shot) + tail)
     print(f"updated {readme}, {readme.parent / IMAGE}" + (f" and {readme.parent / SCREEN}" if shot else
                                                           " (no chromium: no report screenshot)"))
 

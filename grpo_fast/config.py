@@ -150,13 +150,16 @@ class RunConfig(_Section):
     """k >= 2: sample k completions per prompt with the base model first; drop prompts always or never solved."""
     cpu_threads: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     """CPU only: torch threads; `auto` uses the cores not busy with other jobs (sampled); unset: torch's."""
-    cpu_autocast_training: bool = False
-    """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false)."""
-    shared_prefill: bool = False
+    cpu_autocast_training: bool | Literal["auto"] = False
+    """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false). `auto`:
+    on where the CPU has native bf16 (AVX512-BF16/AMX) and a short cached probe confirms it pays; emulated bf16
+    (AVX2-only CPUs) is several times slower than fp32."""
+    shared_prefill: bool | Literal["auto"] = False
     """Compute each distinct prompt once per batch, in generation and in the training forward (without gradient
-    checkpointing): its completions share one copy of its keys and values."""
-    merged_generation: bool = False
-    """Generate (transformers path) with LoRA merged into temporary weight copies: one matmul per layer, not three."""
+    checkpointing): its completions share one copy of its keys and values. `auto`: on (it removes work on any CPU)."""
+    merged_generation: bool | Literal["auto"] = False
+    """Generate (transformers path) with LoRA merged into temporary weight copies: one matmul per layer, not three.
+    `auto`: on (it removes work on any CPU)."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

@@ -5,7 +5,8 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
 ``generate`` every prompt ``num_generations`` times, so the same prompt is prefilled once per completion.
 
 - ``autocast_training_pass``: bf16 autocast around the loss computation only (with ``bf16: false``, so
-  generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays.
+  generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays, on CPUs
+  with native bf16 only: elsewhere it is emulated and slower than fp32 (``cpu_choice`` decides ``auto``).
 - ``shared_prompt_prefill``: prefill each distinct prompt once, then copy its KV cache to the group's rows
   before decoding. Same tokens in, same distribution out; the prompt's prefill cost falls by the group size.
 - ``shared_prompt_training_forward``: the same for the training forward and backward: a group's completions
@@ -14,7 +15,7 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
   a decoding step runs one matmul per linear layer instead of three (plus dropout, scale and add). The
   trained weights are never touched (the copies are dropped after ``generate``); only rounding differs.
 
-Measured figures are in ``benchmarks/bench_trainer.py``.
+Measured figures are in ``benchmarks/bench_trainer.py`` (``--compare choices``: on vs off vs auto, per CPU).
 """
 
 from __future__ import annotations
@@ -180,30 +181,36 @@ def merged_lora_generation(model: Any) -> bool:
     return True
 
 
-def apply_speedups(trainer: Any, cfg: Any) -> list[str]:
+def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``,
-    ``merged_generation``)."""
+    ``merged_generation``), ``auto`` decided by ``cpu_choice`` from this machine; print and return what was
+    chosen and why (summary.json's ``cpu_choices``)."""
     import torch
 
-    applied = []
-    if cfg.cpu_threads is not None and not torch.cuda.is_available():
+    from grpo_fast.cpu_choice import as_record, choose, cpu_class
+
+    cuda = torch.cuda.is_available()
+    threads = None
+    if cfg.cpu_threads is not None and not cuda:
         threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
         torch.set_num_threads(threads)
-        applied.append(f"cpu_threads={threads}")
-    if cfg.cpu_autocast_training and not torch.cuda.is_available():
+    cls = None if cuda else cpu_class()
+    choices = choose(cfg, cls=cls, threads=threads, cuda=cuda)
+    chosen = {c.key: c.value for c in choices}
+    if chosen.get("cpu_autocast_training"):
         autocast_training_pass(trainer)
-        applied.append("cpu_autocast_training")
-    if cfg.shared_prefill and not cfg.args.use_vllm:
+    if chosen.get("shared_prefill") and not cfg.args.use_vllm:
         shared_prompt_prefill(trainer.model)
-        applied.append("shared_prefill")
-    if cfg.shared_prefill and not cfg.args.gradient_checkpointing:
+    if chosen.get("shared_prefill") and not cfg.args.gradient_checkpointing:
         shared_prompt_training_forward(trainer.model)
-        applied.append("shared_prefill (training forward)")
-    if cfg.merged_generation and not cfg.args.use_vllm and merged_lora_generation(trainer.model):
-        applied.append("merged_generation")
-    if applied:
-        print("speed-ups: " + ", ".join(applied), flush=True)
-    return applied
+    if chosen.get("merged_generation") and not cfg.args.use_vllm and not merged_lora_generation(trainer.model):
+        for c in choices:
+            if c.key == "merged_generation":
+                c.value, c.why = False, "the model is not a plain-LoRA model (DoRA, quantized or full weights)"
+    if choices:
+        head = "speed-ups" + (f" on {cls.label}" if cls else "") + ":\n"
+        print(head + "\n".join(f"  {c.line()}" for c in choices), flush=True)
+    return as_record(choices, cls)
 
 
 def busy_cores(window: float = 0.5) -> float:

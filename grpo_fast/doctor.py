@@ -218,6 +218,22 @@ def environment_rows() -> list[Check]:
     return rows
 
 
+def cpu_rows() -> list[Check]:
+    """The CPU's class and what the ``cpu`` profile's ``auto`` settings choose on it (real: runs the cached probe)."""
+    from types import SimpleNamespace
+
+    from grpo_fast.cpu_choice import choose, cpu_class
+    from grpo_fast.cpu_speed import busy_aware_threads
+    from grpo_fast.resolve import PROFILES
+
+    cls = cpu_class()
+    rows = [Check("cpu", f"{cls.name}, {cls.capability}", INFO, cls.why)]
+    profile = SimpleNamespace(**PROFILES["cpu"])
+    for c in choose(profile, cls=cls, threads=busy_aware_threads()):
+        rows.append(Check(f"cpu profile: {c.label}", c.shown, INFO, c.why))
+    return rows
+
+
 def blocking(rows: list[Check]) -> bool:
     return any(r.status == FAIL for r in rows)
 
@@ -241,7 +257,8 @@ def render(rows: list[Check]) -> None:
 
 
 def run(as_json: bool = False, bf16: bool = False, imports: bool = True) -> int:
-    rows = checks(probe(imports=imports), bf16_requested=bf16) + environment_rows()
+    machine = probe(imports=imports)
+    rows = checks(machine, bf16_requested=bf16) + environment_rows() + ([] if machine.cuda else cpu_rows())
     if as_json:
         print(json.dumps([asdict(r) for r in rows], indent=1))
     else:

@@ -248,6 +248,16 @@ def _facts(config: dict, summary: dict | None, metrics: list[dict]) -> str:
     return _table([], rows, "facts")
 
 
+def _cpu_choices(summary: dict | None) -> str:
+    """The speed-ups the run chose on its CPU, and why (summary.json's ``cpu_choices``); empty when none."""
+    record = (summary or {}).get("cpu_choices") or {}
+    lines = [c["line"] for c in record.get("choices", [])]
+    if not lines:
+        return ""
+    head = f"<p class='muted'>speed-ups on {_e(record['cpu'])}</p>" if record.get("cpu") else ""
+    return head + "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
+
+
 def _answers(evaluation: dict | None) -> str:
     """Base and trained greedy answers side by side on the same held-out prompts; the system prompt once."""
     if not evaluation:
@@ -294,7 +304,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>",
              f"<p>{_status(summary, metrics, events)}</p>", _headline(evaluation, events),
-             "<h2>The run</h2>", _facts(config, summary, metrics)]
+             "<h2>The run</h2>", _facts(config, summary, metrics), _cpu_choices(summary)]
 
     parts.append(f"<h2>Health events ({len(events)})</h2>")
     if events:

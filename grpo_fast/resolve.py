@@ -29,11 +29,12 @@ KIT_DEFAULTS: dict[str, Any] = {
 }
 # Hardware-shaped defaults; ``auto`` picks one from the GPU (or its absence).
 PROFILES: dict[str, dict[str, Any]] = {
-    # measured in benchmarks/bench_trainer.py: no checkpointing (nothing to save on CPU RAM), bf16 for the
-    # training pass only (AMX), each prompt group's prompt computed once (generation and training forward),
-    # LoRA merged into temporary weights while generating, threads on the cores other jobs leave free
+    # measured in benchmarks/bench_trainer.py: no checkpointing (nothing to save on CPU RAM); the rest `auto`,
+    # decided per machine by cpu_choice: bf16 autocast for the training pass where the CPU has native bf16
+    # (generation stays fp32 everywhere), each prompt group's prompt computed once (generation and training
+    # forward), LoRA merged into temporary weights while generating, threads on the cores other jobs leave free
     "cpu": {"bf16": False, "use_cpu": True, "gradient_checkpointing": False, "cpu_threads": "auto",
-            "cpu_autocast_training": True, "shared_prefill": True, "merged_generation": True},
+            "cpu_autocast_training": "auto", "shared_prefill": "auto", "merged_generation": "auto"},
     "memory": {"load_in_4bit": True, "optim": "adamw_8bit", "gradient_checkpointing": True,
                "num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True,
                "vllm_gpu_memory_utilization": 0.5},

@@ -23,6 +23,7 @@ class StageResult:
 
     steps: int
     monitor: Any = None
+    cpu_choices: dict[str, Any] | None = None  # the speed-ups chosen for this stage's trainer, and why
 
     @property
     def stopped(self) -> bool:
@@ -30,9 +31,9 @@ class StageResult:
 
 
 def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str | None = None,
-                  callbacks: list | None = None) -> Any:
+                  callbacks: list | None = None) -> tuple[Any, dict[str, Any]]:
     """TRL's GRPOTrainer with the run's rewards (guarded, their weights in GRPOConfig.reward_weights), writing
-    checkpoints under the stage's folder and tracker logs under the run directory."""
+    checkpoints under the stage's folder and tracker logs under the run directory; and the speed-ups chosen."""
     cfg = prep.cfg
     named = trackers.point_at(run_dir, stage, cfg)  # before TRL's trainer module imports trackio
     from datasets import Dataset
@@ -51,8 +52,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
         train_dataset=Dataset.from_list(prep.train_rows),
         callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
     )
-    apply_speedups(trainer, cfg)
-    return trainer
+    return trainer, apply_speedups(trainer, cfg)
 
 
 def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, *, staged: bool, offset: int,
@@ -78,7 +78,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
                                                         w_max=high))
     memory = MemoryCheck.for_run(cfg, run_dir)
     sync = sync_check(cfg, run_dir)  # only with vLLM on CPU (GRPO_FAST_VLLM_CPU=1): does vLLM get the weights?
-    trainer = build_trainer(prep, loaded, run_dir, stage.name if staged else None,
+    trainer, cpu_choices = build_trainer(prep, loaded, run_dir, stage.name if staged else None,
                             callbacks=[c for c in (adaptive, logger, monitor, memory, sync) if c])
     logger.attach(trainer)
     if sync:
@@ -91,7 +91,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
         raise failure  # the step it tripped in ended with a checkpoint: fix the reward, then --resume
     if monitor and monitor.stopped_by:
         print(monitor.stopped_by.text(), flush=True)
-    return StageResult(trainer.state.global_step, monitor)
+    return StageResult(trainer.state.global_step, monitor, cpu_choices)
 
 
 def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: list) -> int:

@@ -87,7 +87,8 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     summary = {"run_dir": str(run_dir), "steps": steps, "reward_first": first, "reward_last": last,
                "reward_max": preps[-1].rewards.max_total, "wall_s": wall, "s_per_step": wall / max(1, done),
                "backend": loaded.backend.name, "trackers": trackers.where(cfg, run_dir),
-               "health": [r.monitor.summary() for r in results if r.monitor]}
+               "health": [r.monitor.summary() for r in results if r.monitor],
+               "cpu_choices": next((r.cpu_choices for r in results if r.cpu_choices), None)}
     if main:
         save_run(run_dir, cfg, loaded, summary)
         if cfg.evaluate:

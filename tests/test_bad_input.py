@@ -97,7 +97,7 @@ def test_kit_choices_are_reported_once(tiny_model_dir, tmp_path):
     report = prepare(resolve_config("qa", [f"model={tiny_model_dir}", f"dataset={data}"])).report
     assert [line for line in report if line.startswith("profile cpu")] == [
         "profile cpu (no GPU): bf16=False, use_cpu=True, gradient_checkpointing=False, cpu_threads=auto, "
-        "cpu_autocast_training=True, shared_prefill=True, merged_generation=True"]
+        "cpu_autocast_training=auto, shared_prefill=auto, merged_generation=auto"]
     assert "eval_rows 16 -> 10: at most a quarter of the 40 rows is held out" in report
 
 

@@ -78,6 +78,10 @@ def test_real_doctor_command():
     proc = subprocess.run([sys.executable, "-c", code, "--json"], capture_output=True, text=True, timeout=300)
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert proc.returncode == (1 if any(r["status"] == FAIL for r in rows.values()) else 0)
+    if rows["gpu"]["value"] == "none":  # the CPU class and the cpu profile's choices on it, with reasons
+        assert rows["cpu"]["note"] and rows["cpu profile: bf16 training pass"]["value"] in ("on", "off")
+        assert "probe" in rows["cpu profile: bf16 training pass"]["note"]
+        assert rows["cpu profile: threads"]["value"].isdigit()
     assert rows["trl"]["value"] and rows["code sandbox"]["value"] and "GiB free" in rows["cache"]["note"]
     table = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "grpo-fast doctor" in table.stdout and table.returncode == proc.returncode

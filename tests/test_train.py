@@ -39,6 +39,11 @@ def test_tiny_model_trains_and_writes_run_dir(tiny_model_dir, in_tmp):
                                   "learning_rate=0.01", VARIED_REWARDS])
     result = train(cfg)
     assert result.summary["steps"] == 2 and result.path.parent.name == "runs"
+    chosen = {c["key"]: c for c in result.summary["cpu_choices"]["choices"]}  # the cpu profile's auto, decided
+    assert set(chosen) == {"cpu_threads", "cpu_autocast_training", "shared_prefill", "merged_generation"}
+    assert isinstance(chosen["cpu_autocast_training"]["value"], bool) and "probe" in chosen["cpu_autocast_training"][
+        "why"] and chosen["shared_prefill"]["value"] is True
+    assert chosen["cpu_autocast_training"]["line"] in (result.path / "report.html").read_text()
     _assert_run_dir(result.path, 2, rewards=("ideal_length_4", "numeric_match"))
     weights = load_file(result.path / "adapter" / "adapter_model.safetensors")
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
