@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["train", "evaluate", "export", "health", "load", "resolve_config", "recipes", "Run", "RunConfig", "UserError"]
+__all__ = ["train", "evaluate", "export", "health", "load", "resolve_config", "recipes", "Run", "RunConfig",
+           "UserError"]
 
 # Public name -> (module, attribute). The three pipeline modules are themselves callable (see make_callable).
 _API = {

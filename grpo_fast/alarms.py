@@ -143,6 +143,11 @@ class Rules:
         """One reward's per-step mean (``rewards/<name>/mean``; older TRL logs ``rewards/<name>``)."""
         return series(rows, f"rewards/{name}/mean") or series(rows, f"rewards/{name}")
 
+    def at_ceiling(self, rewards: Sequence[float]) -> bool:
+        """The mean reward is within ``edge_frac`` of the span below the known maximum."""
+        high = self.scale.high
+        return high is not None and statistics.fmean(rewards) >= high - self.s.edge_frac * self.scale.span
+
     def rose(self, values: Sequence[float], start: int, span: float) -> tuple[float, float, bool]:
         """Did ``values`` rise from its first ``start`` steps to its last ``start``, by more than the plateau
         gain and one standard error? (gain, its standard error, yes/no)"""
@@ -205,7 +210,7 @@ class Rules:
         scale, span = self.scale, self.scale.span
         level, between = statistics.fmean(rewards), statistics.pstdev(rewards)
         edge = self.s.edge_frac * span
-        at_ceiling = scale.high is not None and level >= scale.high - edge
+        at_ceiling = self.at_ceiling(rewards)
         at_floor = scale.low is not None and level <= scale.low + edge
         alike = between <= self.s.min_reward_std * span
         if at_ceiling:
@@ -237,10 +242,10 @@ class Rules:
         rewards = series(self.rows, "reward")
         if len(self.rows) < t or not rewards:
             return
-        span, high = self.scale.span, self.scale.high
+        span = self.scale.span
         gain, se = shift(rewards[:half], rewards[-half:])
         level = statistics.fmean(rewards[-half:])
-        if high is not None and level >= high - self.s.edge_frac * span:
+        if self.at_ceiling(rewards[-half:]):
             return  # the converged note says it
         threshold = self.s.plateau_min_gain * span
         if gain + se < threshold:
@@ -280,8 +285,8 @@ class Rules:
             return
         floor = max(self.s.min_entropy, self.s.entropy_drop * statistics.fmean(first) if first else 0.0)
         level = statistics.fmean(entropy)
-        if level >= floor:
-            return
+        if level >= floor or self.at_ceiling(rewards[-w:]):
+            return  # sure and right: the converged note's case
         start = min(len(rewards) // 2, self.s.trend_window // 2)
         gain, se, rose = self.rose(rewards, start, self.scale.span)
         if not rose:
