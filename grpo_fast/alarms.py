@@ -148,11 +148,16 @@ class Rules:
         high = self.scale.high
         return high is not None and statistics.fmean(rewards) >= high - self.s.edge_frac * self.scale.span
 
-    def rose(self, values: Sequence[float], start: int, span: float) -> tuple[float, float, bool]:
-        """Did ``values`` rise from its first ``start`` steps to its last ``start``, by more than the plateau
-        gain and one standard error? (gain, its standard error, yes/no)"""
-        gain, se = shift(values[:start], values[-start:])
-        return gain, se, gain - se > self.s.plateau_min_gain * span
+    def progress(self) -> tuple[float, float, bool, int]:
+        """Did the reward rise since the run began: from its first ``n`` steps to its last ``n`` (n: half the
+        steps so far, at most half the trend window), by more than the plateau gain plus one standard error?
+        (gain, its standard error, yes/no, n)"""
+        rewards = series(self.rows, "reward")
+        n = min(len(rewards) // 2, self.s.trend_window // 2)
+        if n < 1:
+            return 0.0, 0.0, False, 0
+        gain, se = shift(rewards[:n], rewards[-n:])
+        return gain, se, gain - se > self.s.plateau_min_gain * self.scale.span, n
 
     def check(self, step: int) -> list[Any]:
         """Every alarm and note the rows raise at ``step`` (before dedupe)."""
@@ -200,8 +205,9 @@ class Rules:
     # ----------------------------------------------------------------- no spread, converged
 
     def spread(self, add: Any) -> None:
-        """Groups without spread are an alarm only when the reward also sits at its floor or is the same in every
-        group; at the ceiling they mean the task is learned (a ``converged`` note)."""
+        """Groups without spread are an alarm when the reward also sits at its floor, is the same in every group,
+        or has not risen since the run began; at the ceiling they mean the task is learned (a ``converged``
+        note)."""
         n = self.s.spread_window
         rows = self.rows[-n:]
         rewards = series(rows, "reward")
@@ -217,11 +223,13 @@ class Rules:
             add("converged", f"mean reward {level:.3f} over the last {n} steps is within {self.s.edge_frac:.0%} of "
                 f"the maximum {scale.high:g}", level, scale.high - edge)
             return
-        if not (at_floor or alike):
-            return  # some prompts solved, others not: the policy is sure of itself, not stuck
+        gain, se, rose, start = self.progress()
+        if rose and not (at_floor or alike):
+            return  # some prompts always solved, others never, after learning: sure of itself, not stuck
         why = (f"the mean reward {level:.3f} is at its floor {scale.low:g}" if at_floor else
                f"the mean reward {level:.3f} barely moves between steps (std {between:.3f} <= "
-               f"{self.s.min_reward_std * span:.3f})")
+               f"{self.s.min_reward_std * span:.3f})" if alike else
+               f"the mean reward {level:.3f} moved {gain:+.3f} (+/- {se:.3f}) since the first {start} steps")
         zero = series(rows, "frac_reward_zero_std")
         stds = series(rows, "reward_std")
         if zero and statistics.fmean(zero) >= self.s.max_zero_std_frac:
@@ -274,21 +282,22 @@ class Rules:
 
     def entropy(self, add: Any) -> None:
         """Entropy below its floor (absolute, and a share of the first window's) while the reward has not risen
-        since the run began: collapse. Entropy falling as the reward rises is learning."""
+        since the run began (and is not at its maximum): collapse. Entropy falling as the reward rises is
+        learning."""
         w = self.s.window
         if len(self.rows) < 2 * w:
             return
         entropy = series(self.rows[-w:], "entropy")
         first = series(self.rows[:w], "entropy")
-        rewards = series(self.rows, "reward")
+        rewards = series(self.rows[-w:], "reward")
         if not entropy or not rewards:
             return
-        floor = max(self.s.min_entropy, self.s.entropy_drop * statistics.fmean(first) if first else 0.0)
-        level = statistics.fmean(entropy)
-        if level >= floor or self.at_ceiling(rewards[-w:]):
+        floor = max(self.s.min_entropy, self.s.entropy_drop * statistics.median(first) if first else 0.0)
+        level = statistics.median(entropy)  # the median: one exploratory step does not hide a collapse
+        if level >= floor or self.at_ceiling(rewards):
             return  # sure and right: the converged note's case
-        start = min(len(rewards) // 2, self.s.trend_window // 2)
-        gain, se, rose = self.rose(rewards, start, self.scale.span)
+        gain, se, rose, start = self.progress()
         if not rose:
-            add("entropy_collapse", f"token entropy averaged {level:.3f} nats over the last {w} steps (< {floor:.3f}) "
-                f"while the mean reward moved {gain:+.3f} (+/- {se:.3f}) since the first {start} steps", level, floor)
+            add("entropy_collapse", f"token entropy's median over the last {w} steps is {level:.3f} nats "
+                f"(< {floor:.3f}) while the mean reward moved {gain:+.3f} (+/- {se:.3f}) since the first {start} "
+                f"steps", level, floor)
