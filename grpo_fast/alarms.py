@@ -71,10 +71,12 @@ class HealthEvent:
     def is_note(self) -> bool:
         return self.kind in NOTES
 
-    def text(self) -> str:
+    def text(self, replayed: bool = False) -> str:
+        """The printed lines; ``replayed``: read back from a finished run, where a stop is what would have been."""
         if self.is_note:
             return f"HEALTH note [{self.kind}] step {self.step}: {self.message}\n  suggestion: {self.remedy}"
-        stop = "  -> stopping the run (checkpoint saved)" if self.action == "stop" else ""
+        stop = ("  -> on_alarm: stop stops here" if replayed else "  -> stopping the run (checkpoint saved)") \
+            if self.action == "stop" else ""
         return f"HEALTH [{self.kind}] step {self.step}: {self.message}{stop}\n  remedy: {self.remedy}"
 
 

@@ -176,7 +176,7 @@ class Replay:
         return next((e.step for e in self.events if e.kind in kinds), None)
 
     def text(self) -> str:
-        lines = [e.text() for e in self.events]
+        lines = [e.text(replayed=True) for e in self.events]
         reward = (f"reward range {self.scale.low:g}..{self.scale.high:g}" if self.scale.high is not None
                   else "reward range unknown")
         verdict = (f"{len(self.warnings)} warning(s)" if self.warnings else "no warning") + \
