@@ -209,7 +209,7 @@ class Rules:
     def spread(self, add: Any) -> None:
         """Groups without spread are an alarm when the reward also sits at its floor, is the same in every group,
         or has not risen since the run began; at the ceiling they mean the task is learned (a ``converged``
-        note)."""
+        note), and so does a reward that rose and is now the same everywhere when no maximum is declared."""
         n = self.s.spread_window
         rows = self.rows[-n:]
         rewards = series(rows, "reward")
@@ -225,20 +225,28 @@ class Rules:
             add("converged", f"mean reward {level:.3f} over the last {n} steps is within {self.s.edge_frac:.0%} of "
                 f"the maximum {scale.high:g}", level, scale.high - edge)
             return
+        zero, stds = series(rows, "frac_reward_zero_std"), series(rows, "reward_std")
+        no_spread = bool(zero) and statistics.fmean(zero) >= self.s.max_zero_std_frac
+        low_std = bool(stds) and statistics.fmean(stds) < self.s.min_reward_std * span
+        if not (no_spread or low_std):
+            return
         gain, se, rose, start = self.progress()
+        if rose and alike and scale.high is None:
+            add("converged", f"mean reward {level:.3f} rose {gain:+.3f} (+/- {se:.3f}) since the first {start} steps "
+                f"and is now the same in every step (std {between:.3f}) with no spread in groups; the rewards declare "
+                f"no maximum, so this reads as learned", level, None)
+            return
         if rose and not (at_floor or alike):
             return  # some prompts always solved, others never, after learning: sure of itself, not stuck
         why = (f"the mean reward {level:.3f} is at its floor {scale.low:g}" if at_floor else
                f"the mean reward {level:.3f} barely moves between steps (std {between:.3f} <= "
                f"{self.s.min_reward_std * span:.3f})" if alike else
                f"the mean reward {level:.3f} moved {gain:+.3f} (+/- {se:.3f}) since the first {start} steps")
-        zero = series(rows, "frac_reward_zero_std")
-        stds = series(rows, "reward_std")
-        if zero and statistics.fmean(zero) >= self.s.max_zero_std_frac:
+        if no_spread:
             add("zero_std_groups", f"{statistics.fmean(zero):.0%} of groups had identical rewards over the last "
                 f"{n} steps (>= {self.s.max_zero_std_frac:.0%}) and {why}", statistics.fmean(zero),
                 self.s.max_zero_std_frac)
-        elif stds and statistics.fmean(stds) < self.s.min_reward_std * span:
+        else:
             add("low_reward_std", f"reward_std averaged {statistics.fmean(stds):.3f} over the last {n} steps "
                 f"(< {self.s.min_reward_std * span:.3f}) and {why}", statistics.fmean(stds),
                 self.s.min_reward_std * span)

@@ -198,3 +198,11 @@ def test_every_alarm_kind_has_a_remedy():
     from grpo_fast.config import AlarmKind
 
     assert set(typing.get_args(AlarmKind)) | NOTES == set(REMEDIES)
+
+
+def test_a_reward_without_a_maximum_that_rose_and_settled_reads_as_converged():
+    """Another TRL run's log (no reward metadata): risen, then the same reward everywhere is learned, not stuck."""
+    monitor = HealthMonitor(on_alarm="stop", echo=False)
+    control = feed(monitor, rising(10, start=0.1, step=0.05) + flat(10, reward=1.0, reward_std=0.0,
+                                                                      frac_reward_zero_std=1.0))
+    assert kinds(monitor) == ["converged"] and monitor.events[0].step == 20 and not control.should_training_stop
