@@ -124,6 +124,11 @@ def series(rows: Sequence[Row], key: str) -> list[float]:
     return [] if not values or any(v is None for v in values) else values  # type: ignore[return-value]
 
 
+def finite(rows: Sequence[Row], key: str) -> list[float]:
+    """The finite values of ``key`` in ``rows``, skipping steps without one (a whole run's history)."""
+    return [v for r in rows if (v := _value(r, key)) is not None]
+
+
 def shift(before: Sequence[float], after: Sequence[float]) -> tuple[float, float]:
     """How much the mean moved from ``before`` to ``after``, and that move's standard error."""
     def var(values: Sequence[float]) -> float:
@@ -141,9 +146,9 @@ class Rules:
     def add(self, row: Row) -> None:
         self.rows.append(row)
 
-    def component(self, name: str, rows: Sequence[Row]) -> list[float]:
-        """One reward's per-step mean (``rewards/<name>/mean``; older TRL logs ``rewards/<name>``)."""
-        return series(rows, f"rewards/{name}/mean") or series(rows, f"rewards/{name}")
+    def component(self, name: str) -> list[float]:
+        """One reward's per-step mean over the run (``rewards/<name>/mean``; older TRL logs ``rewards/<name>``)."""
+        return finite(self.rows, f"rewards/{name}/mean") or finite(self.rows, f"rewards/{name}")
 
     def at_ceiling(self, rewards: Sequence[float]) -> bool:
         """The mean reward is within ``edge_frac`` of the span below the known maximum."""
@@ -154,14 +159,14 @@ class Rules:
         """Did the reward rise since the run began: from its first ``n`` steps to its last ``n`` (n: half the
         steps so far, at most half the trend window), by more than the plateau gain plus one standard error?
         (gain, its standard error, yes/no, n)"""
-        rewards = series(self.rows, "reward")
+        rewards = finite(self.rows, "reward")
         n = min(len(rewards) // 2, self.s.trend_window // 2)
         if n < 1:
             return 0.0, 0.0, False, 0
         gain, se = shift(rewards[:n], rewards[-n:])
         return gain, se, gain - se > self.s.plateau_min_gain * self.scale.span, n
 
-    def check(self, step: int) -> list[Any]:
+    def check(self, step: int) -> list[HealthEvent]:
         """Every alarm and note the rows raise at ``step`` (before dedupe)."""
         found: list[HealthEvent] = []
 
@@ -257,8 +262,8 @@ class Rules:
         """The reward has not risen since the run began, surely (its gain plus one standard error is below the
         plateau gain), and it is not near the maximum."""
         t, half = self.s.trend_window, self.s.trend_window // 2
-        rewards = series(self.rows, "reward")
-        if len(self.rows) < t or not rewards:
+        rewards = finite(self.rows, "reward")
+        if len(rewards) < t:
             return
         span = self.scale.span
         gain, se = shift(rewards[:half], rewards[-half:])
@@ -277,8 +282,8 @@ class Rules:
         t, half = self.s.trend_window, self.s.trend_window // 2
         if not fmt or not ok or len(self.rows) < t:
             return
-        form, right = self.component(fmt, self.rows), self.component(ok, self.rows)
-        if not form or not right:
+        form, right = self.component(fmt), self.component(ok)
+        if len(form) < t or len(right) < t:
             return
         f_span, c_span = self.scale.span_of(fmt), self.scale.span_of(ok)
         rise, rise_se = shift(form[:half], form[-half:])
