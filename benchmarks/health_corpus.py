@@ -26,7 +26,7 @@ CORPUS = Path(__file__).resolve().parent / "health_corpus"
 REWARDS = "../../health_rewards.py"
 """benchmarks/health_rewards.py, relative to a run's run.yaml (the kit resolves reward paths from the config)."""
 
-SHORT_RECIPE = {"max_steps": 12, "max_completion_length": 128, "num_generations": 4,
+SHORT_RECIPE = {"max_steps": 10, "max_completion_length": 128, "num_generations": 4,
                 "per_device_train_batch_size": 4, "evaluate": False}
 """A recipe's short CPU run: one prompt x four completions per step, replies up to 128 tokens."""
 BROKEN = {"recipe": "demo", "max_steps": 20, "evaluate": False}
