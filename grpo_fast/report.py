@@ -83,6 +83,19 @@ def warnings_on(curve: str, events: list[dict]) -> list[dict]:
     return [e for e in events if not is_note(e) and CURVE_OF.get(str(e.get("kind")), "rewards") == curve]
 
 
+def _by_kind(events: list[dict]) -> list[list[dict]]:
+    kinds = dict.fromkeys(str(e.get("kind")) for e in events)
+    return [[e for e in events if str(e.get("kind")) == k] for k in kinds]
+
+
+def _alarm_caption(group: list[dict]) -> str:
+    """A warning under its curve: the first time it fired, what it saw, its remedy, and how often it came back."""
+    first = group[0]
+    again = (f" (raised {len(group)} times, last at step {_e(group[-1].get('step'))})" if len(group) > 1 else "")
+    return (f'<p class="alarm"><b>HEALTH [{_e(first.get("kind"))}] step {_e(first.get("step"))}</b>: '
+            f'{_e(first.get("message"))}{again}<br>remedy: {_e(first.get("remedy"))}</p>')
+
+
 def _label(key: str) -> str:
     if key == "reward":
         return "total (weighted sum)"
@@ -228,7 +241,7 @@ def health_line(events: list[dict]) -> str:
     line = (f"{len(warnings)} health warning(s): "
             + ", ".join(f"{k} (first at step {min(e['step'] for e in warnings if e.get('kind') == k)})"
                         for k in sorted({str(e.get('kind')) for e in warnings}))
-            + " - each is shown with its remedy next to its curve below") if warnings else "no health warning"
+            + "; each is shown with its remedy under its curve below") if warnings else "no health warning"
     for note in notes:
         line += f"; note: {note.get('kind')} at step {note.get('step')} ({note.get('remedy')})"
     return line
@@ -238,7 +251,7 @@ def _headline(evaluation: dict | None, events: list[dict]) -> str:
     alarms = health_line(events)
     if not evaluation:
         return (f'<section class="headline" id="headline"><div class="verdict same">Not evaluated yet: run '
-                f'<code>grpo-fast eval</code> on this run directory.</div><p>{_e(alarms)} (see below).</p></section>')
+                f'<code>grpo-fast eval</code> on this run directory.</div><p>{_e(alarms)}.</p></section>')
     cls, line = verdict(evaluation)
     rows = {r["metric"]: r for r in evaluation.get("comparison", [])}
     k = evaluation.get("settings", {}).get("k")
@@ -315,9 +328,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
             continue
         rundir.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
         data = base64.b64encode(png).decode("ascii")
-        here = warnings_on(spec.name, events)
-        caption = "".join(f'<p class="alarm"><b>HEALTH [{_e(e.get("kind"))}] step {_e(e.get("step"))}</b>: '
-                          f'{_e(e.get("message"))}<br>remedy: {_e(e.get("remedy"))}</p>' for e in here)
+        caption = "".join(_alarm_caption(group) for group in _by_kind(warnings_on(spec.name, events)))
         images.append(f'<div class="curve"><img alt="{_e(spec.title)}" src="data:image/png;base64,{data}">'
                       f'{caption}</div>')
 
