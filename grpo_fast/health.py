@@ -224,15 +224,16 @@ def _read_trace(path: Path) -> tuple[Path, list[dict], dict]:
             raise UserError(f"{path} holds no logged metrics (no metrics.jsonl or trainer_state.json)", str(path),
                             "pass a run directory written by `grpo-fast train` (or a TRL output folder)")
         path = found[0] if found[0].name == "metrics.jsonl" else found[-1]
+    fix = "pass metrics.jsonl (one JSON object per line) or trainer_state.json (with log_history)"
     try:
         if path.suffix == ".jsonl":
-            entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            entries = rundir.read_jsonl(path)  # a line torn by a crash is skipped
+            if not entries and path.read_text().strip():
+                raise UserError(f"{path} is not a metrics log (no line is a JSON object)", str(path), fix)
         else:
             entries = json.loads(path.read_text()).get("log_history", [])
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as err:
-        raise UserError(f"{path} is not a metrics log ({err})", str(path),
-                        "pass metrics.jsonl (one JSON object per line) or trainer_state.json (with log_history)") \
-            from None
+        raise UserError(f"{path} is not a metrics log ({err})", str(path), fix) from None
     rows = [e for e in entries if isinstance(e, dict) and "reward" in e]
     if not rows:
         raise UserError(f"{path} has no logged GRPO step (no entry with a 'reward' key)", str(path),
