@@ -276,8 +276,9 @@ class Rules:
                 f"to the last {half} (< {threshold:.3f})", gain, threshold)
 
     def hacking(self, add: Any) -> None:
-        """The format reward rose (beyond noise) while correctness gained, even read generously, less than half as
-        much of its own span, and less than the plateau gain."""
+        """The format reward rose (beyond one standard error) while correctness did not rise at all (its gain
+        below ``hacking_max_gain`` of its span). A format learned first, with correctness rising more slowly, is
+        the demo's healthy course and is not flagged."""
         fmt, ok = self.scale.format_reward, self.scale.correctness_reward
         t, half = self.s.trend_window, self.s.trend_window // 2
         if not fmt or not ok or len(self.rows) < t:
@@ -289,7 +290,7 @@ class Rules:
         rise, rise_se = shift(form[:half], form[-half:])
         gain, gain_se = shift(right[:half], right[-half:])
         rose = rise - rise_se >= self.s.hacking_min_rise * f_span
-        flat = gain + gain_se < max(self.s.hacking_max_gain * c_span, 0.5 * rise / f_span * c_span)
+        flat = gain < self.s.hacking_max_gain * c_span
         if rose and flat:
             add("reward_hacking", f"'{fmt}' rose {rise:+.3f} (+/- {rise_se:.3f}) while '{ok}' moved {gain:+.3f} "
                 f"(+/- {gain_se:.3f}) from the first {half} steps to the last {half}", rise,

@@ -84,8 +84,7 @@ class HealthSettings(_Section):
     hacking_min_rise: float = Field(0.1, ge=0)
     """Share of the format reward's span: it rising by this much, beyond one standard error, ..."""
     hacking_max_gain: float = Field(0.02, ge=0)
-    """... while correctness gains less than this share of its span (and less than half the format's relative
-    rise, even read one standard error high) -> reward_hacking."""
+    """... while correctness gains less than this share of its span (it did not rise at all) -> reward_hacking."""
     max_clipped_ratio: float = Field(0.5, ge=0, le=1)
     """Share of completions cut at max_completion_length above this -> clipped."""
     min_entropy: float = Field(0.05, ge=0)
