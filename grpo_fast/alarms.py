@@ -156,15 +156,16 @@ class Rules:
         return high is not None and statistics.fmean(rewards) >= high - self.s.edge_frac * self.scale.span
 
     def progress(self) -> tuple[float, float, bool, int]:
-        """Did the reward rise since the run began: from its first ``n`` steps to its last ``n`` (n: half the
-        steps so far, at most half the trend window), by more than the plateau gain plus one standard error?
-        (gain, its standard error, yes/no, n)"""
+        """Did the reward rise since the run began: from its first ``window`` steps to its last ``n`` (n: half
+        the steps so far, at most half the trend window), by more than the plateau gain plus one standard error?
+        (gain, its standard error, yes/no, the first steps compared)"""
         rewards = finite(self.rows, "reward")
         n = min(len(rewards) // 2, self.s.trend_window // 2)
+        start = min(n, self.s.window)  # the very start: a run that learns fast has learned within n steps
         if n < 1:
             return 0.0, 0.0, False, 0
-        gain, se = shift(rewards[:n], rewards[-n:])
-        return gain, se, gain - se > self.s.plateau_min_gain * self.scale.span, n
+        gain, se = shift(rewards[:start], rewards[-n:])
+        return gain, se, gain - se > self.s.plateau_min_gain * self.scale.span, start
 
     def check(self, step: int) -> list[HealthEvent]:
         """Every alarm and note the rows raise at ``step`` (before dedupe)."""
@@ -297,9 +298,10 @@ class Rules:
                 self.s.hacking_min_rise * f_span)
 
     def entropy(self, add: Any) -> None:
-        """Entropy below its floor (absolute, and a share of the first window's) while the reward has not risen
-        since the run began (and is not at its maximum): collapse. Entropy falling as the reward rises is
-        learning."""
+        """Entropy below its floor (absolute, and a share of the first window's), the reward not risen since the
+        run began (and not at its maximum), and either samples repeat (most groups without spread) or the reward
+        is surely flat: collapse. Entropy falling as the reward rises, or while groups still differ, is
+        learning (the demo on seed 2 is sure of itself by step 15, with a noisy reward)."""
         w = self.s.window
         if len(self.rows) < 2 * w:
             return
@@ -313,7 +315,11 @@ class Rules:
         if level >= floor or self.at_ceiling(rewards):
             return  # sure and right: the converged note's case
         gain, se, rose, start = self.progress()
-        if not rose:
+        zero = series(self.rows[-w:], "frac_reward_zero_std")
+        repeat = statistics.fmean(zero) if zero else 0.0
+        flat = gain + se < self.s.plateau_min_gain * self.scale.span
+        if not rose and (repeat >= self.s.repeat_frac or flat):
             add("entropy_collapse", f"token entropy's median over the last {w} steps is {level:.3f} nats "
-                f"(< {floor:.3f}) while the mean reward moved {gain:+.3f} (+/- {se:.3f}) since the first {start} "
-                f"steps", level, floor)
+                f"(< {floor:.3f}), {repeat:.0%} of groups had identical rewards (samples repeat at >= "
+                f"{self.s.repeat_frac:.0%}), and the mean reward moved {gain:+.3f} (+/- {se:.3f}) since the first "
+                f"{start} steps", level, floor)

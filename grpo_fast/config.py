@@ -91,6 +91,9 @@ class HealthSettings(_Section):
     """Token entropy (nats) below this -> entropy_collapse, when the reward has not risen."""
     entropy_drop: float = Field(0.1, ge=0, le=1)
     """Entropy below this fraction of the first window's -> entropy_collapse, when the reward has not risen."""
+    repeat_frac: float = Field(0.8, ge=0, le=1)
+    """Share of groups with identical rewards over the window at or above which samples count as repeating (an
+    entropy collapse needs it, or a surely flat reward)."""
     max_reward_errors: float = Field(0.0, ge=0, le=1)
     """Share of completions a reward failed on (raised or NaN) over the window above this -> reward_errors."""
     stop_on: list[AlarmKind] | None = None
