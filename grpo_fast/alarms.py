@@ -233,7 +233,10 @@ class Rules:
             return
         zero, stds = series(rows, "frac_reward_zero_std"), series(rows, "reward_std")
         no_spread = bool(zero) and statistics.fmean(zero) >= self.s.max_zero_std_frac
-        low_std = bool(stds) and statistics.fmean(stds) < self.s.min_reward_std * span
+        first = series(self.rows[:n], "reward_std")
+        # a small but steady spread still teaches (GRPO divides by it): low only if it also shrank from the start
+        low_std = bool(stds) and statistics.fmean(stds) < self.s.min_reward_std * span and (
+            not first or statistics.fmean(stds) < self.s.std_drop * statistics.fmean(first))
         if not (no_spread or low_std):
             return
         gain, se, rose, start = self.progress()

@@ -70,6 +70,9 @@ class HealthSettings(_Section):
     min_reward_std: float = Field(0.05, ge=0)
     """Share of the span: mean reward_std below it -> low_reward_std; the mean reward moving less than it between
     steps counts as "the same in every group"."""
+    std_drop: float = Field(0.25, ge=0, le=1)
+    """... and below this share of the first spread_window's mean reward_std (a small, steady spread on a
+    graded reward such as ROUGE still gives GRPO a signal)."""
     max_zero_std_frac: float = Field(0.9, ge=0, le=1)
     """Share of groups with identical rewards at or above this, with the reward at its floor or the same in every
     group -> zero_std_groups (at the maximum: the converged note)."""

@@ -51,7 +51,7 @@ def test_healthy_run_raises_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("kind, logs", [
-    ("low_reward_std", flat(10, reward_std=0.01)),
+    ("low_reward_std", flat(5, reward_std=0.5) + flat(10, reward_std=0.01)),  # the spread shrank, reward flat
     ("zero_std_groups", flat(10, reward=0.0, reward_std=0.0, frac_reward_zero_std=1.0)),
     ("kl_high", rising(3) + [{**HEALTHY, "reward": 1.0, "kl": 0.8}]),
     ("plateau", [{**HEALTHY, "reward": 0.40 + 0.001 * (i % 3)} for i in range(20)]),
