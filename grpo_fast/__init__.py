@@ -24,13 +24,15 @@ from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["train", "evaluate", "export", "load", "resolve_config", "recipes", "Run", "RunConfig", "UserError"]
+__all__ = ["train", "evaluate", "export", "health", "load", "resolve_config", "recipes", "Run", "RunConfig",
+           "UserError"]
 
 # Public name -> (module, attribute). The three pipeline modules are themselves callable (see make_callable).
 _API = {
     "train": ("grpo_fast.train", None),
     "evaluate": ("grpo_fast.evaluate", None),
     "export": ("grpo_fast.export", None),
+    "health": ("grpo_fast.health", None),
     "load": ("grpo_fast.rundir", "load"),
     "resolve_config": ("grpo_fast.resolve", "resolve_config"),
     "recipes": ("grpo_fast.recipes", None),

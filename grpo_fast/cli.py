@@ -142,6 +142,15 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _health(args: argparse.Namespace) -> int:
+    from grpo_fast.health import health
+    from grpo_fast.resolve import parse_overrides
+
+    replay = health(args.run, on_alarm=args.on_alarm, **parse_overrides(args.thresholds))
+    print(replay.text())
+    return 1 if replay.warnings else 0
+
+
 EXAMPLES = {
     "grpo-fast": """examples:
   grpo-fast train                                    the CPU demo: the embedded 135M model learns small sums
@@ -160,6 +169,10 @@ EXAMPLES = {
   grpo-fast eval runs/math-20261203-101500 --k 8""",
     "report": """example:
   grpo-fast report runs/demo-20261203-101500         then open runs/demo-20261203-101500/report.html""",
+    "health": """examples:
+  grpo-fast health runs/demo-20261203-101500         the run's alarms, replayed with the current rules
+  grpo-fast health benchmarks/health_corpus/clipped --on-alarm stop
+  grpo-fast health outputs/checkpoint-500/trainer_state.json   any TRL GRPO run""",
     "check": """examples:
   grpo-fast rewards check math_reasoning             a preset on its recipe's sample rows
   grpo-fast rewards check recipes/qa.yaml dataset=my_kb.csv --rows 16""",
@@ -248,6 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write the run's self-contained report.html")
     report.add_argument("run_dir", help="a run directory, finished or not")
     report.set_defaults(func=_report)
+
+    replay = sub.add_parser("health", help="replay a run's logged metrics through the health monitor; exit 1 on a "
+                                           "warning")
+    replay.add_argument("run", help="a run directory, a metrics.jsonl, or a TRL trainer_state.json (or its folder)")
+    replay.add_argument("thresholds", nargs="*", help="health threshold overrides, e.g. window=3 max_kl=1.0")
+    replay.add_argument("--on-alarm", choices=["warn", "stop"], default="warn",
+                        help="stop: also say at which step on_alarm: stop would have stopped the run")
+    replay.set_defaults(func=_health)
 
     rewards = sub.add_parser("rewards", help="reward tools")
     rewards_sub = rewards.add_subparsers(dest="rewards_command", required=True, help="check: gold self-test and probes")

@@ -46,38 +46,59 @@ class RewardSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
-# The health monitor's alarm kinds (health.REMEDIES says what to do about each; a test keeps the two equal).
+# The health monitor's alarm kinds (alarms.REMEDIES says what to do about each; a test keeps the two equal).
+# Informational notes (alarms.NOTES: converged) are not alarms: they never stop a run.
 AlarmKind = Literal["low_reward_std", "zero_std_groups", "kl_high", "plateau", "nonfinite", "reward_hacking",
-                    "clipped", "entropy_collapse"]
+                    "clipped", "entropy_collapse", "reward_errors"]
 
 
 class HealthSettings(_Section):
-    """``health:`` thresholds of the training health monitor (docs/health.md); ``health: false`` turns it off."""
+    """``health:`` thresholds of the training health monitor (docs/health.md); ``health: false`` turns it off.
+    Reward thresholds are shares of the reward's span (its maximum minus its minimum, from the rewards'
+    declared ranges; 1 when a reward declares none), so one setting fits a 0-1 reward and a 0-3 total alike."""
 
     enabled: bool = True
     """Watch the run and warn (or stop, with on_alarm: stop) with a remedy."""
     window: int = Field(5, ge=1)
-    """Logged steps a sustained check averages over."""
+    """Logged steps a sustained check (clipping, entropy, reward errors) averages over; one warning per kind
+    per this many steps."""
+    spread_window: int = Field(10, ge=1)
+    """Logged steps the no-spread checks pool (a step holds few groups, often one)."""
     trend_window: int = Field(20, ge=2)
-    """Logged steps a trend check (plateau, reward hacking) compares the halves of."""
-    min_reward_std: float = Field(0.1, ge=0)
-    """Mean reward_std below this -> low_reward_std (groups without signal)."""
-    max_zero_std_frac: float = Field(0.8, ge=0, le=1)
-    """Share of groups with identical rewards above this -> zero_std_groups."""
+    """Logged steps before a trend check (plateau, reward hacking) runs; it compares the run's first half of
+    this many steps with its last."""
+    min_reward_std: float = Field(0.05, ge=0)
+    """Share of the span: mean reward_std below it -> low_reward_std; the mean reward moving less than it between
+    steps counts as "the same in every group"."""
+    std_drop: float = Field(0.25, ge=0, le=1)
+    """... and below this share of the first spread_window's mean reward_std (a small, steady spread on a
+    graded reward such as ROUGE still gives GRPO a signal)."""
+    max_zero_std_frac: float = Field(0.9, ge=0, le=1)
+    """Share of groups with identical rewards at or above this, with the reward at its floor or the same in every
+    group -> zero_std_groups (at the maximum: the converged note)."""
+    edge_frac: float = Field(0.05, ge=0, le=1)
+    """Share of the span: a mean reward this close to the floor counts as at the floor, this close to the
+    maximum as converged (an informational note, never a warning)."""
     max_kl: float = Field(0.5, gt=0)
     """KL to the reference above this -> kl_high (logged only when beta > 0)."""
     plateau_min_gain: float = Field(0.02, ge=0)
-    """Reward gain over trend_window below this, while not near the maximum -> plateau."""
+    """Share of the span: the reward's rise since the run began, plus one standard error, below this (and not
+    near the maximum) -> plateau; entropy may fall only while the reward rises by more than this."""
     hacking_min_rise: float = Field(0.1, ge=0)
-    """Format reward rising by this much ..."""
+    """Share of the format reward's span: it rising by this much, beyond one standard error, ..."""
     hacking_max_gain: float = Field(0.02, ge=0)
-    """... while correctness gains less than this -> reward_hacking."""
+    """... while correctness gains less than this share of its span (it did not rise at all) -> reward_hacking."""
     max_clipped_ratio: float = Field(0.5, ge=0, le=1)
     """Share of completions cut at max_completion_length above this -> clipped."""
     min_entropy: float = Field(0.05, ge=0)
-    """Token entropy (nats) below this -> entropy_collapse."""
+    """Token entropy (nats) below this -> entropy_collapse, when the reward has not risen."""
     entropy_drop: float = Field(0.1, ge=0, le=1)
-    """Entropy below this fraction of the first window's -> entropy_collapse."""
+    """Entropy below this fraction of the first window's -> entropy_collapse, when the reward has not risen."""
+    repeat_frac: float = Field(0.8, ge=0, le=1)
+    """Share of groups with identical rewards over the window at or above which samples count as repeating (an
+    entropy collapse needs it, or a surely flat reward)."""
+    max_reward_errors: float = Field(0.0, ge=0, le=1)
+    """Share of completions a reward failed on (raised or NaN) over the window above this -> reward_errors."""
     stop_on: list[AlarmKind] | None = None
     """Alarm kinds that stop the run with on_alarm: stop (default: all)."""
 

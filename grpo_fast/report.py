@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from grpo_fast import rundir
+from grpo_fast.alarms import NOTES
 
 REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"
@@ -43,13 +44,13 @@ def _plot_specs(metrics: list[dict]) -> list[PlotSpec]:
         PlotSpec("rewards", "Reward: total and per reward function", "mean reward per completion",
                  ("reward",) + per_reward),
         PlotSpec("reward_std", "Reward spread (GRPO learns only from differences)", "std of reward (reward units)",
-                 ("reward_std",), 0.1, "default health alarm below 0.1"),
+                 ("reward_std",)),
         PlotSpec("zero_std", "Groups with identical rewards (no learning signal)", "fraction of groups (0-1)",
-                 ("frac_reward_zero_std",), 0.8, "default health alarm above 0.8"),
+                 ("frac_reward_zero_std",), 0.9, "alarm at 0.9 with the reward at its floor or flat"),
         PlotSpec("kl", "KL divergence from the reference model", "KL (nats per token)", ("kl",), 0.5,
                  "default health alarm above 0.5"),
         PlotSpec("entropy", "Token entropy of the policy", "entropy (nats per token)", ("entropy",), 0.05,
-                 "default health alarm below 0.05"),
+                 "floor 0.05: an alarm only if the reward did not rise"),
         PlotSpec("length", "Completion length", "tokens per completion",
                  ("completions/mean_length", "completions/mean_terminated_length")),
         PlotSpec("clipped", "Completions cut at max_completion_length", "fraction of completions (0-1)",
@@ -65,6 +66,34 @@ def smooth(values: list[float | None], alpha: float = EMA_ALPHA) -> list[float |
             ema = v if ema is None else alpha * v + (1 - alpha) * ema
         out.append(ema)
     return out
+
+
+CURVE_OF = {"low_reward_std": "reward_std", "zero_std_groups": "zero_std", "kl_high": "kl",
+            "entropy_collapse": "entropy", "clipped": "clipped"}
+"""The figure a health warning is drawn and explained next to; every other kind belongs to the reward curve."""
+
+
+def is_note(event: dict) -> bool:
+    """An informational health note (converged), not a warning; older runs wrote no "note" action."""
+    return event.get("action") == "note" or event.get("kind") in NOTES
+
+
+def warnings_on(curve: str, events: list[dict]) -> list[dict]:
+    """The health warnings (not notes) that belong to one figure."""
+    return [e for e in events if not is_note(e) and CURVE_OF.get(str(e.get("kind")), "rewards") == curve]
+
+
+def _by_kind(events: list[dict]) -> list[list[dict]]:
+    kinds = dict.fromkeys(str(e.get("kind")) for e in events)
+    return [[e for e in events if str(e.get("kind")) == k] for k in kinds]
+
+
+def _alarm_caption(group: list[dict]) -> str:
+    """A warning under its curve: the first time it fired, what it saw, its remedy, and how often it came back."""
+    first = group[0]
+    again = (f" (raised {len(group)} times, last at step {_e(group[-1].get('step'))})" if len(group) > 1 else "")
+    return (f'<p class="alarm"><b>HEALTH [{_e(first.get("kind"))}] step {_e(first.get("step"))}</b>: '
+            f'{_e(first.get("message"))}{again}<br>remedy: {_e(first.get("remedy"))}</p>')
 
 
 def _label(key: str) -> str:
@@ -124,10 +153,9 @@ def figure(spec: PlotSpec, metrics: list[dict], events: list[dict] = (), reward_
     if spec.name == "rewards" and reward_max is not None:
         ax.axhline(reward_max, color="#2c3e50", linestyle="-.", linewidth=1, label=f"maximum total {reward_max:g}")
         ax.set_ylim(top=reward_max * 1.05 if reward_max > 0 else None)
-    if spec.name == "rewards":
-        for i, step in enumerate(sorted({e["step"] for e in events if "step" in e})):
-            ax.axvline(step, color="#c0392b", linestyle=":", linewidth=1, alpha=0.7,
-                       label="health event" if i == 0 else None)
+    for i, step in enumerate(sorted({e["step"] for e in warnings_on(spec.name, events) if "step" in e})):
+        ax.axvline(step, color="#c0392b", linestyle=":", linewidth=1, alpha=0.7,
+                   label="health warning" if i == 0 else None)
     ax.set_title(spec.title, fontsize=11)
     ax.set_xlabel("training step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -173,7 +201,7 @@ vertical-align:top;text-align:left} th{background:#f4f4f4}
 .verdict{font-size:1.15em;font-weight:600;margin:.2em 0 .4em} .better{color:#1e8449} .worse{color:#b03a2e}
 .same{color:#7d6608} .up{color:#1e8449} .down{color:#b03a2e} .muted{color:#777}
 pre{white-space:pre-wrap;margin:0;font-size:.85em;max-width:30em} .plots img{max-width:100%;display:block}
-.facts td:first-child{color:#555}
+.facts td:first-child{color:#555} .alarm{color:#b03a2e;margin:.2em 0 .8em;font-size:.9em}
 """
 # Metrics of the headline, in order; the recipe's own metric (eval.json "metric") leads.
 HEADLINE = ("accuracy", "score", "format")
@@ -206,12 +234,24 @@ def verdict(evaluation: dict) -> tuple[str, str]:
     return "same", f"No clear change: {change}; the noise at this size is about +-{noise * 100:.0f} points."
 
 
+def health_line(events: list[dict]) -> str:
+    """The first screen's health sentence: warnings (each next to its curve below) or none; notes as notes."""
+    warnings = [e for e in events if not is_note(e)]
+    notes = [e for e in events if is_note(e)]
+    line = (f"{len(warnings)} health warning(s): "
+            + ", ".join(f"{k} (first at step {min(e['step'] for e in warnings if e.get('kind') == k)})"
+                        for k in sorted({str(e.get('kind')) for e in warnings}))
+            + "; each is shown with its remedy under its curve below") if warnings else "no health warning"
+    for note in notes:
+        line += f"; note: {note.get('kind')} at step {note.get('step')} ({note.get('remedy')})"
+    return line
+
+
 def _headline(evaluation: dict | None, events: list[dict]) -> str:
-    alarms = f"{len(events)} health event(s): " + ", ".join(sorted({str(e.get('kind')) for e in events})) \
-        if events else "no health alarm"
+    alarms = health_line(events)
     if not evaluation:
         return (f'<section class="headline" id="headline"><div class="verdict same">Not evaluated yet: run '
-                f'<code>grpo-fast eval</code> on this run directory.</div><p>{_e(alarms)} (see below).</p></section>')
+                f'<code>grpo-fast eval</code> on this run directory.</div><p>{_e(alarms)}.</p></section>')
     cls, line = verdict(evaluation)
     rows = {r["metric"]: r for r in evaluation.get("comparison", [])}
     k = evaluation.get("settings", {}).get("k")
@@ -298,7 +338,9 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
             continue
         rundir.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
         data = base64.b64encode(png).decode("ascii")
-        images.append(f'<img alt="{_e(spec.title)}" src="data:image/png;base64,{data}">')
+        caption = "".join(_alarm_caption(group) for group in _by_kind(warnings_on(spec.name, events)))
+        images.append(f'<div class="curve"><img alt="{_e(spec.title)}" src="data:image/png;base64,{data}">'
+                      f'{caption}</div>')
 
     title = f"grpo_fast run {run_dir.name}"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
@@ -306,13 +348,14 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
              f"<p>{_status(summary, metrics, events)}</p>", _headline(evaluation, events),
              "<h2>The run</h2>", _facts(config, summary, metrics), _cpu_choices(summary)]
 
-    parts.append(f"<h2>Health events ({len(events)})</h2>")
+    notes = sum(is_note(e) for e in events)
+    parts.append(f"<h2>Health events ({len(events) - notes} warning(s), {notes} note(s))</h2>")
     if events:
         parts.append(_table(["step", "alarm", "what was seen", "remedy", "action"],
                             [[_e(e.get("step")), _e(e.get("kind")), _e(e.get("message")), _e(e.get("remedy")),
                               _e(e.get("action"))] for e in events]))
     else:
-        parts.append('<p class="muted">None: no health alarm was raised (see docs/health.md).</p>')
+        parts.append('<p class="muted">None: no health warning or note was raised (see docs/health.md).</p>')
 
     parts.append("<h2>Training curves</h2>")
     parts.append(f'<div class="plots">{"".join(images)}</div>' if images

@@ -16,18 +16,20 @@ def test_import_is_cheap_and_lists_the_api():
     code = ("import sys, grpo_fast; print(sorted(grpo_fast.__all__)); "
             "print(any(m in sys.modules for m in ('torch', 'trl', 'transformers')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
-    assert "'evaluate', 'export', 'load'" in out and "'train'" in out and out.strip().endswith("False")
+    assert "'evaluate', 'export', 'health', 'load'" in out and "'train'" in out and out.strip().endswith("False")
 
 
 def test_pipeline_modules_are_callable_under_their_names():
     import grpo_fast
     from grpo_fast.evaluate import evaluate_run
     from grpo_fast.export import export_run
+    from grpo_fast.health import health
     from grpo_fast.train import train
 
     assert callable(grpo_fast.train) and inspect.signature(grpo_fast.train) == inspect.signature(train)
     assert inspect.signature(grpo_fast.evaluate) == inspect.signature(evaluate_run)
     assert "format" in inspect.signature(grpo_fast.export).parameters and callable(export_run)
+    assert inspect.signature(grpo_fast.health) == inspect.signature(health)
     assert grpo_fast.train.__doc__ and "grpo_fast.train(" in train.__doc__
     assert set(grpo_fast.__all__) <= set(dir(grpo_fast))
 

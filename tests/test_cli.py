@@ -67,7 +67,7 @@ def test_every_command_teaches_its_options_and_shows_examples(capsys):
     from grpo_fast.cli import build_parser
 
     commands = dict(_commands(build_parser()))
-    assert {"train", "plan", "eval", "report", "rewards", "check", "recipes", "export", "chat", "generate",
+    assert {"train", "plan", "eval", "report", "health", "rewards", "check", "recipes", "export", "chat", "generate",
             "doctor"} <= set(commands)
     for name, sub in commands.items():
         for action in sub._actions:

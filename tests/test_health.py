@@ -7,8 +7,9 @@ import json
 import pytest
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
+from grpo_fast.alarms import NOTES, REMEDIES, RewardScale
 from grpo_fast.errors import UserError
-from grpo_fast.health import HEALTH_FILE, REMEDIES, HealthMonitor, read_events
+from grpo_fast.health import HEALTH_FILE, HealthMonitor, read_events
 
 HEALTHY = {"reward": 1.0, "reward_std": 0.5, "frac_reward_zero_std": 0.1, "loss": 0.01, "grad_norm": 0.3,
            "entropy": 1.5, "completions/clipped_ratio": 0.0, "completions/mean_length": 40.0}
@@ -33,32 +34,43 @@ def kinds(monitor: HealthMonitor) -> list[str]:
     return [e.kind for e in monitor.events]
 
 
+FMT_OK = RewardScale(format_reward="fmt", correctness_reward="ok")
+UNIT = RewardScale(0.0, 1.0, "fmt", "ok", (("fmt", 0.0, 1.0), ("ok", 0.0, 1.0)))
+
+
+def flat(n: int, reward: float = 0.5, **extra) -> list[dict]:
+    """Healthy-looking logs whose reward does not move."""
+    return [{**HEALTHY, "reward": reward, **extra} for _ in range(n)]
+
+
 def test_healthy_run_raises_nothing(tmp_path):
-    monitor = HealthMonitor(tmp_path, format_reward="fmt", correctness_reward="ok", echo=False)
+    monitor = HealthMonitor(tmp_path, scale=FMT_OK, echo=False)
     control = feed(monitor, rising(30, **{"rewards/fmt/mean": 0.5, "rewards/ok/mean": 0.5, "kl": 0.05}))
     assert monitor.events == [] and not control.should_training_stop
     assert not (tmp_path / HEALTH_FILE).exists()
 
 
 @pytest.mark.parametrize("kind, logs", [
-    ("low_reward_std", rising(5, reward_std=0.02)),
-    ("zero_std_groups", rising(5, frac_reward_zero_std=0.95)),
+    ("low_reward_std", flat(5, reward_std=0.5) + flat(10, reward_std=0.01)),  # the spread shrank, reward flat
+    ("zero_std_groups", flat(10, reward=0.0, reward_std=0.0, frac_reward_zero_std=1.0)),
     ("kl_high", rising(3) + [{**HEALTHY, "reward": 1.0, "kl": 0.8}]),
     ("plateau", [{**HEALTHY, "reward": 0.40 + 0.001 * (i % 3)} for i in range(20)]),
     ("nonfinite", rising(2) + [{**HEALTHY, "loss": float("nan")}]),
     ("nonfinite", rising(2) + [{**HEALTHY, "grad_norm": float("inf")}]),
-    ("reward_hacking", [{**HEALTHY, "reward": 0.1 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.3}
+    ("reward_hacking", [{**HEALTHY, "reward": 0.02 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.3}
                         for i in range(20)]),
     ("clipped", rising(5, **{"completions/clipped_ratio": 0.9})),
-    ("entropy_collapse", rising(5, entropy=0.01)),
-    ("entropy_collapse", rising(10, entropy=2.0) + rising(5, start=1.0, entropy=0.15)),  # fell to < 10% of start
+    ("entropy_collapse", flat(10, entropy=0.01)),
+    ("entropy_collapse", flat(10, entropy=2.0) + flat(3, entropy=0.15)),  # median fell to < 10% of the start's
+    ("reward_errors", rising(3, **{"rewards/ok/failure_rate": 0.0}) + rising(1, **{"rewards/ok/failure_rate": 0.2})),
 ])
 def test_each_alarm_fires_with_its_remedy(kind, logs, tmp_path, capsys):
-    monitor = HealthMonitor(tmp_path, format_reward="fmt", correctness_reward="ok")
+    monitor = HealthMonitor(tmp_path, scale=UNIT)
     control = feed(monitor, logs)
     assert kinds(monitor) == [kind]
     event = monitor.events[0]
     assert event.step == len(logs) and event.remedy == REMEDIES[kind] and event.action == "warn"
+    assert event.value is not None or kind == "nonfinite"
     assert not control.should_training_stop  # on_alarm=warn only warns
     err = capsys.readouterr().err
     assert f"HEALTH [{kind}] step {len(logs)}" in err and "remedy:" in err
@@ -66,14 +78,46 @@ def test_each_alarm_fires_with_its_remedy(kind, logs, tmp_path, capsys):
     assert record["kind"] == kind and record["step"] == len(logs) and record["remedy"] == REMEDIES[kind]
 
 
-def test_kl_is_ignored_when_not_logged_and_plateau_not_at_max():
-    monitor = HealthMonitor(reward_max=1.0, echo=False)
-    feed(monitor, [{**HEALTHY, "reward": 0.99} for _ in range(25)])  # converged: not a plateau alarm
+def test_converged_is_a_note_that_never_stops(tmp_path, capsys):
+    """No spread and a flat reward at the maximum: the task is learned, not broken."""
+    monitor = HealthMonitor(tmp_path, scale=UNIT, on_alarm="stop")
+    control = feed(monitor, flat(30, reward=0.99, reward_std=0.0, frac_reward_zero_std=1.0, entropy=0.01))
+    assert kinds(monitor) == ["converged"] and monitor.events[0].action == "note" and monitor.warnings == []
+    assert not control.should_training_stop and monitor.stopped_by is None
+    assert "HEALTH note [converged] step 10" in capsys.readouterr().err
+
+
+def test_learning_run_is_quiet_when_entropy_falls_and_groups_agree():
+    """The demo's shape once it learns: entropy falls to ~0, most groups all right or all wrong, reward up."""
+    monitor = HealthMonitor(scale=UNIT, echo=False)
+    logs = [{**HEALTHY, "reward": 0.2 + 0.02 * i if i < 20 else (1.0 if i % 2 else 0.2),
+             "reward_std": 0.3 if i < 20 else 0.0, "frac_reward_zero_std": 0.0 if i < 20 else 1.0,
+             "entropy": max(0.01, 2.0 - 0.1 * i)} for i in range(60)]
+    feed(monitor, logs)
     assert monitor.events == []
 
 
+def test_no_spread_is_an_alarm_only_without_progress():
+    """Groups without spread after the reward rose (some prompts always solved, others never) are a sure policy;
+    the same without a rise, or with a reward that is the same everywhere, is a run without signal."""
+    learned = rising(10, start=0.1, step=0.02) + [
+        {**HEALTHY, "reward": 0.3 if i % 2 else 0.9, "reward_std": 0.0, "frac_reward_zero_std": 1.0}
+        for i in range(12)]
+    monitor = HealthMonitor(echo=False)
+    feed(monitor, learned)
+    assert monitor.events == []
+    stuck = [{**HEALTHY, "reward": 0.3 if i % 2 else 0.9, "reward_std": 0.0, "frac_reward_zero_std": 1.0}
+             for i in range(10)]
+    monitor = HealthMonitor(echo=False)
+    feed(monitor, stuck)
+    assert kinds(monitor) == ["zero_std_groups"] and "since the first 5 steps" in monitor.events[0].message
+    monitor = HealthMonitor(echo=False)
+    feed(monitor, flat(10, reward=0.7, reward_std=0.0, frac_reward_zero_std=1.0))
+    assert kinds(monitor) == ["zero_std_groups"] and "barely moves" in monitor.events[0].message
+
+
 def test_hacking_needs_flat_correctness():
-    monitor = HealthMonitor(format_reward="fmt", correctness_reward="ok", echo=False)
+    monitor = HealthMonitor(scale=FMT_OK, echo=False)
     feed(monitor, [{**HEALTHY, "reward": 0.1 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.05 * i}
                    for i in range(20)])
     assert "reward_hacking" not in kinds(monitor)
@@ -81,33 +125,36 @@ def test_hacking_needs_flat_correctness():
 
 def test_one_warning_per_kind_per_window(tmp_path):
     monitor = HealthMonitor(tmp_path, window=5, echo=False)
-    feed(monitor, rising(14, reward_std=0.0))  # condition holds from step 5 to 14
+    feed(monitor, rising(14, **{"completions/clipped_ratio": 0.9}))  # condition holds from step 5 to 14
     assert [e.step for e in monitor.events] == [5, 10]
     assert len((tmp_path / HEALTH_FILE).read_text().splitlines()) == 2
 
 
 def test_stop_sets_training_stop_and_save():
     monitor = HealthMonitor(on_alarm="stop", stop_on={"nonfinite"}, echo=False)
-    control = feed(monitor, rising(5, reward_std=0.0))  # low std: not in stop_on, only warned
-    assert kinds(monitor) == ["low_reward_std"] and not control.should_training_stop
+    control = feed(monitor, rising(5, **{"completions/clipped_ratio": 0.9}))  # not in stop_on: only warned
+    assert kinds(monitor) == ["clipped"] and not control.should_training_stop
     control = feed(monitor, [{**HEALTHY, "loss": float("nan")}])
     assert control.should_training_stop and control.should_save
     assert monitor.stopped_by.kind == "nonfinite" and monitor.events[-1].action == "stop"
-    assert monitor.summary()["events"] == {"low_reward_std": 1, "nonfinite": 1}
+    assert monitor.summary()["events"] == {"clipped": 1, "nonfinite": 1}
 
 
 def test_logs_without_reward_are_ignored_and_bad_options_refused():
     monitor = HealthMonitor(echo=False)
     feed(monitor, [{"train_runtime": 1.0, "train_loss": float("nan")}])
-    assert monitor.logged == 0 and monitor.events == []
+    assert monitor.rules.rows == [] and monitor.events == []
     with pytest.raises(UserError, match="on_alarm"):
         HealthMonitor(on_alarm="panic")
     with pytest.raises(UserError, match="'low_reward_std'"):  # the message lists the alarm kinds
         HealthMonitor(stop_on=["nan"])
+    with pytest.raises(UserError, match="'reward_errors'"):
+        HealthMonitor(stop_on=["converged"])  # a note is not an alarm: it cannot stop a run
 
 
 def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
-    """A constant reward gives zero std: the monitor stops TRL's trainer after ``window`` steps, saving first."""
+    """A constant reward gives zero std: the monitor stops TRL's trainer after ``spread_window`` steps, saving
+    first."""
     from datasets import Dataset
     from tiny import tiny_model, tiny_tokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -116,7 +163,7 @@ def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
         return [1.0 for _ in completions]
 
     tok = tiny_tokenizer()
-    monitor = HealthMonitor(tmp_path, on_alarm="stop", window=2, max_clipped_ratio=1.0, echo=False)
+    monitor = HealthMonitor(tmp_path, on_alarm="stop", spread_window=2, max_clipped_ratio=1.0, echo=False)
     args = GRPOConfig(output_dir=str(tmp_path / "checkpoints"), max_steps=8, per_device_train_batch_size=4,
                       num_generations=4, max_completion_length=4, use_cpu=True, bf16=False, report_to="none",
                       save_strategy="no", logging_steps=1)
@@ -127,9 +174,8 @@ def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
     assert trainer.state.global_step == 2
     assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir()
     events = [json.loads(line) for line in (tmp_path / HEALTH_FILE).read_text().splitlines()]
-    assert {e["kind"] for e in events} == {"low_reward_std", "zero_std_groups"}
-    assert all(e["action"] == "stop" and e["step"] == 2 for e in events)
-    assert monitor.stopped_by.kind == "low_reward_std"
+    assert [(e["kind"], e["action"], e["step"]) for e in events] == [("zero_std_groups", "stop", 2)]
+    assert monitor.stopped_by.kind == "zero_std_groups"
 
 
 def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir):
@@ -139,9 +185,11 @@ def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "health={window: 3, max_kl: 0.2}", "on_alarm=stop"])
     prep = prepare(cfg)
     monitor = HealthMonitor.for_run(None, cfg.health, prep.rewards, cfg.on_alarm)
-    assert (monitor.format_reward, monitor.correctness_reward) == ("just_the_number", "sum_correct")
-    assert monitor.reward_max == prep.rewards.max_total == 3.0
-    assert (monitor.window, monitor.max_kl, monitor.trend_window, monitor.on_alarm) == (3, 0.2, 20, "stop")
+    assert (monitor.scale.format_reward, monitor.scale.correctness_reward) == ("just_the_number", "sum_correct")
+    assert (monitor.scale.low, monitor.scale.high) == (0.0, prep.rewards.max_total) == (0.0, 3.0)
+    assert monitor.scale.span_of("sum_correct") == 1.0
+    s = monitor.settings
+    assert (s.window, s.max_kl, s.trend_window, monitor.on_alarm) == (3, 0.2, 20, "stop")
 
 
 def test_every_alarm_kind_has_a_remedy():
@@ -149,4 +197,12 @@ def test_every_alarm_kind_has_a_remedy():
 
     from grpo_fast.config import AlarmKind
 
-    assert set(typing.get_args(AlarmKind)) == set(REMEDIES)
+    assert set(typing.get_args(AlarmKind)) | NOTES == set(REMEDIES)
+
+
+def test_a_reward_without_a_maximum_that_rose_and_settled_reads_as_converged():
+    """Another TRL run's log (no reward metadata): risen, then the same reward everywhere is learned, not stuck."""
+    monitor = HealthMonitor(on_alarm="stop", echo=False)
+    control = feed(monitor, rising(10, start=0.1, step=0.05) + flat(10, reward=1.0, reward_std=0.0,
+                                                                      frac_reward_zero_std=1.0))
+    assert kinds(monitor) == ["converged"] and monitor.events[0].step == 20 and not control.should_training_stop

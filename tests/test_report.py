@@ -54,11 +54,13 @@ def test_report_of_a_finished_run(tmp_path):
         png = (run / PLOTS_DIR / f"{name}.png").read_bytes()
         assert png.startswith(b"\x89PNG")
         assert base64.b64encode(png).decode() in page  # embedded: the HTML stands alone
-    assert "Health events (1)" in page and "raise max_completion_length" in page
+    assert "Health events (1 warning(s), 0 note(s))" in page
+    curve = page[page.index('alt="Completions cut at max_completion_length"'):]
+    assert "HEALTH [clipped] step 12</b>: 70% cut &lt;b&gt;<br>remedy: raise max_completion_length" in curve
     head = page[:page.index("<h2>")]  # the first screen answers "did it help?" before anything else
     assert "Training helped: accuracy (greedy) 0.25 -&gt; 0.75 (+50 points) on 100 held-out rows." in head
     assert "<td>accuracy (greedy)</td><td>0.250</td><td>0.750</td>" in head and "<td>pass@4</td>" in head
-    assert "1 health event(s): clipped" in head
+    assert "1 health warning(s): clipped (first at step 12)" in head
     assert page.count("SYSTEM PROMPT TEXT") == 1  # shown once, not in every row
     side = page[page.index("Base vs trained answers"):]
     assert "no idea</pre>&#10007; wrong" in side and "&#10003; right" in side and "False" not in side
@@ -129,3 +131,14 @@ def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
     low, high = fig.axes[0].get_ylim()
     plt.close(fig)
     assert high >= 6.0 and max(m["reward"] for m in metrics) < 3.0  # the curve's own range would stop near 3
+
+
+def test_a_converged_note_is_not_headlined_as_a_problem(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / "health.jsonl").write_text("")
+    rundir.append_jsonl(run / "health.jsonl", {"step": 40, "kind": "converged", "message": "mean reward 2.9",
+                                               "remedy": "you can stop here", "action": "note"})
+    page = write_report(run).read_text()
+    head = page[:page.index("<h2>")]
+    assert "no health warning; note: converged at step 40 (you can stop here)" in head and "HEALTH [" not in page
+    assert "Health events (0 warning(s), 1 note(s))" in page

@@ -1,0 +1,84 @@
+"""`grpo-fast health` / ``grpo_fast.health``: recorded runs (benchmarks/health_corpus) replayed by the current rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import grpo_fast
+from grpo_fast import cli
+from grpo_fast.errors import UserError
+
+CORPUS = Path(__file__).resolve().parent.parent / "benchmarks" / "health_corpus"
+LABELS = json.loads((CORPUS / "labels.json").read_text())
+RECORDED = {p.parent.name for p in CORPUS.glob("*/metrics.jsonl")}
+
+
+@pytest.mark.parametrize("name", sorted(set(LABELS["healthy"]) & RECORDED))
+def test_healthy_recorded_runs_raise_no_warning_and_are_never_stopped(name):
+    assert grpo_fast.health(CORPUS / name).warnings == []
+    assert grpo_fast.health(CORPUS / name, on_alarm="stop").stopped_by is None
+
+
+@pytest.mark.parametrize("name", sorted(set(LABELS["broken"]) & RECORDED))
+def test_broken_recorded_runs_raise_their_labelled_alarm_in_time(name):
+    label = LABELS["broken"][name]
+    replay = grpo_fast.health(CORPUS / name)
+    first = replay.first_step(label["kinds"])
+    assert first is not None and first <= label["by_step"], replay.text()
+    event = next(e for e in replay.events if e.kind in label["kinds"])
+    assert event.value is not None and event.remedy  # it names what it saw and what to do
+    stopped = grpo_fast.health(CORPUS / name, on_alarm="stop").stopped_by
+    assert stopped is not None and stopped.step <= label["by_step"]
+
+
+def test_the_corpus_knows_the_reward_range_from_its_config():
+    replay = grpo_fast.health(CORPUS / "clipped")
+    assert (replay.scale.low, replay.scale.high) == (0.0, 3.0)
+    assert (replay.scale.format_reward, replay.scale.correctness_reward) == ("just_the_number", "sum_correct")
+
+
+def test_a_trl_trainer_state_replays_like_the_kit_log(tmp_path):
+    """Another TRL run: the same logged steps in ``trainer_state.json``'s log_history (plus TRL's final summary
+    entry, which has no reward) give the same events, found from the output folder's newest checkpoint."""
+    rows = [json.loads(line) for line in (CORPUS / "clipped" / "metrics.jsonl").read_text().splitlines()]
+    for checkpoint, upto in (("checkpoint-10", 10), ("checkpoint-20", 20)):
+        folder = tmp_path / "outputs" / checkpoint
+        folder.mkdir(parents=True)
+        history = [*rows[:upto], {"train_runtime": 12.5, "step": upto}]
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": upto, "log_history": history}))
+    kit = grpo_fast.health(CORPUS / "clipped", settings={})
+    trl = grpo_fast.health(tmp_path / "outputs")
+    assert trl.source.parent.name == "checkpoint-20" and trl.steps == 20 and trl.scale.high is None
+    assert [(e.kind, e.step) for e in trl.events] == [(e.kind, e.step) for e in kit.events]
+
+
+def test_cli_prints_the_events_and_exits_1_on_a_warning(capsys):
+    assert cli.main(["health", str(CORPUS / "clipped"), "--on-alarm", "stop"]) == 1
+    out = capsys.readouterr().out
+    assert "HEALTH [clipped] step 5" in out and "on_alarm: stop would stop it at step 5" in out
+    assert cli.main(["health", str(CORPUS / "clipped"), "max_clipped_ratio=1.0"]) == 0
+    assert "no warning" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: tmp / "missing", "does not exist"),
+    (lambda tmp: tmp, "holds no logged metrics"),
+    (lambda tmp: _write(tmp / "metrics.jsonl", "not json\n"), "is not a metrics log"),
+    (lambda tmp: _write(tmp / "trainer_state.json", json.dumps({"log_history": [{"loss": 1.0, "step": 1}]})),
+     "has no logged GRPO step"),
+])
+def test_bad_input_is_one_message_and_exit_2(tmp_path, capsys, make, words):
+    target = make(tmp_path)
+    with pytest.raises(UserError, match=words):
+        grpo_fast.health(target)
+    assert cli.main(["health", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and "fix: " in err and "Traceback" not in err
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
