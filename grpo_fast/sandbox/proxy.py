@@ -136,7 +136,7 @@ class Remote:
         return self._sbx("dir")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise TypeError(f"a candidate object ({self._sbx_kind}) cannot be pickled by the judge")
+        raise TypeError(f"a candidate object ({self._sbx_kind}) cannot be serialised by the judge")
 
 
 def _binary(name: str, reflected: bool) -> Any:

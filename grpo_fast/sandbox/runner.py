@@ -57,7 +57,7 @@ class Judged:
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in _LENT_METADATA:
-            raise AttributeError(name)  # the judge lends no internals; copy, pickle and friends look for these
+            raise AttributeError(name)  # the judge lends no internals; copy and friends look for these
         return self._sbx("getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
