@@ -65,7 +65,10 @@ class Connection:
         new = [(idx, m) for m in mutables.find((args, kwargs)) if (idx := self.shared.add(m)) is not None]
         capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__,  # the test redirected them
                    warnings._showwarnmsg_impl is not _SHOW_WARNING)  # noqa: SLF001 - the test records warnings
-        reply = self.request("call", fn, args, kwargs, new, updates, capture)
+        # A plain function's arguments are kept in step for its call only (functions rarely keep them, and every
+        # tracked container is compared at every call); a class, a method or another callable may keep them.
+        keep = object.__getattribute__(fn, "_sbx_kind") != "function"
+        reply = self.request("call", fn, args, kwargs, new, updates, capture, keep)
         if type(reply) is not tuple or len(reply) != 5:
             raise TypeError("malformed call reply")
         result, changes, printed, errors, warned = reply
@@ -78,6 +81,8 @@ class Connection:
                 ok = isinstance(category, type) and issubclass(category, Warning)
                 warnings.warn(item[1], category if ok else UserWarning, stacklevel=2)
         same = self.shared.apply(changes)
+        if not keep:
+            self.shared.forget(idx for idx, _ in new)
         return same.get(id(result), result)
 
     def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]:

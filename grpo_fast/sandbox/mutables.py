@@ -107,21 +107,32 @@ class Shared:
         self.ids: dict[int, int] = {}
         self.snaps: dict[int, Any] = {}
         self.elements = 0
+        self.issued = 0  # indices are never reused within a job
 
     def add(self, obj: Any) -> int | None:
         """Track ``obj`` (judge side); its index, or None when the job tracks enough already."""
-        if id(obj) in self.ids or len(self.objs) >= LIMIT or self.elements + _size(obj) > ELEMENTS:
+        if id(obj) in self.ids:
             return None
-        idx = len(self.objs)
-        self.put(idx, obj)
-        return idx
+        self.issued += 1
+        return self.issued if self.put(self.issued, obj) else None
 
-    def put(self, idx: int, obj: Any) -> None:
-        """Track ``obj`` under the index the other side chose (program side)."""
-        if type(idx) is int and 0 <= idx < LIMIT and isinstance(obj, _mutable_types()) \
-                and self.elements + _size(obj) <= ELEMENTS:
+    def put(self, idx: int, obj: Any) -> bool:
+        """Track ``obj`` under the index the other side chose (program side); False when refused."""
+        ok = type(idx) is int and 0 <= idx < (1 << 31) and idx not in self.objs and len(self.objs) < LIMIT \
+            and isinstance(obj, _mutable_types()) and self.elements + _size(obj) <= ELEMENTS
+        if ok:
             self.objs[idx], self.ids[id(obj)], self.snaps[idx] = obj, idx, snapshot(obj)
             self.elements += _size(obj)
+        return ok
+
+    def forget(self, indices: Any) -> None:
+        """Stop tracking these (a plain function's arguments after its call)."""
+        for idx in list(indices):
+            obj = self.objs.pop(idx, None)
+            if obj is not None:
+                self.ids.pop(id(obj), None)
+                self.snaps.pop(idx, None)
+                self.elements -= _size(obj)
 
     def changes(self, also: Any = None) -> list[tuple[int, Any]]:
         """Tracked objects changed since the last exchange (and ``also``, if tracked); snapshots them anew."""
