@@ -38,6 +38,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MAX_EXTRA_MIB = 64
+LOGS_ENV = "GPU_ACCEPTANCE_LOGS"  # a folder: each backend worker's full output is written there
 FULL = {"steps": 5, "completion": 256, "generations": 8, "model": "qwen2.5-0.5b"}
 REDUCED = {"steps": 2, "completion": 8, "generations": 4, "model": "tiny-llama"}
 # A length reward counted in words, which vary between random completions of a fixed token count (so GRPO's
@@ -212,6 +213,10 @@ def run_backend(backend: str, spec: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps({**spec, "backend": backend})],
                           capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     found = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if os.environ.get(LOGS_ENV):  # the whole worker log, for a run that cannot be repeated (a lent GPU)
+        log = Path(os.environ[LOGS_ENV]) / f"worker-{backend}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr, encoding="utf-8")
     if proc.returncode or not found:
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
         return {"backend": backend, "status": "failed", "why": " | ".join(tail)[-600:],
@@ -309,12 +314,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def write(report: dict[str, Any], out: str) -> None:
+    Path(out).write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", default=None, help="folder of extra wheels to install offline first")
     parser.add_argument("--out", default="gpu_acceptance.json", help="the JSON report")
     parser.add_argument("--reduced", action="store_true", help="tiny model, 2 short steps (automatic without CUDA)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend")
+    parser.add_argument("--backends", default="transformers,unsloth", help="which backends to train, comma-separated")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -336,8 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         report["model"] = {"kind": shape["model"], "built_s": round(time.time() - t0, 1),
                            "note": "random weights from a config; speed and memory do not depend on the values"}
         spec = {**shape, "model_dir": str(model_dir)}
-        report["train"] = [run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")})
-                           for b in ("transformers", "unsloth")]
+        report["train"] = []
+        for b in args.backends.split(","):
+            report["train"].append(run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")}))
+            write(report, args.out)  # what is known so far survives a run stopped at its time limit
         trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"), None)
         if trained:
             report["after_training"] = {"of": {"status": "ok", "backend": trained["backend"]},
@@ -351,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                              "runs vLLM's CPU build for correctness"}
     report["total_s"] = round(time.time() - start, 1)
     report["json"] = str(Path(args.out).resolve())
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write(report, args.out)
     print("\n".join(summary_lines(report)), flush=True)
     failed = [r for r in report["train"] if r.get("status") == "failed"]
     failed += [v for v in report["after_training"].values() if v.get("status") == "failed"]
