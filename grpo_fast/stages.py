@@ -42,14 +42,16 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from grpo_fast.callbacks import StopOnRewardFailure
     from grpo_fast.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
+    from grpo_fast.tools import environment_class
 
     output_dir = checkpoints.output_dir(run_dir, stage)
     args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
+    env = environment_class(cfg, prep.recipe)
     trainer = GRPOTrainer(
         model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
-        train_dataset=Dataset.from_list(prep.train_rows),
+        train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
         callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
     )
     return trainer, apply_speedups(trainer, cfg)
@@ -95,13 +97,29 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
 
 
 def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: list) -> int:
-    """Supervised steps on (prompt, gold answer) pairs to prime the format; returns the steps taken."""
+    """Supervised steps on (prompt, gold answer) pairs to prime the format; returns the steps taken. A recipe's
+    ``demonstration`` gives whole completions instead (tool calls and their replies), shown with the tools' schemas
+    in the prompt as the GRPO stage will show them."""
+    import json
+
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    cfg = prep.cfg
-    rows = [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": prep.recipe.gold(r)}]}
-            for r in prep.train_rows if prep.recipe.gold(r)]
+    from grpo_fast.tools import environment_class
+    from grpo_fast.tools.chat import environment_tools, tool_schemas
+
+    cfg, recipe = prep.cfg, prep.recipe
+    env = environment_class(cfg, recipe)
+    tools = json.dumps(tool_schemas(environment_tools(env()))) if env else None
+
+    def completion(row: dict) -> list[dict] | None:
+        if recipe.demonstration is not None:
+            return recipe.demonstration(row)
+        answer = recipe.gold(row)
+        return [{"role": "assistant", "content": answer}] if answer else None
+
+    rows = [{"prompt": r["prompt"], "completion": c, **({"tools": tools} if tools else {})}
+            for r in prep.train_rows if (c := completion(r))]
     shared = ("max_steps", "learning_rate", "lr_scheduler_type", "per_device_train_batch_size", "bf16", "fp16",
               "use_cpu", "gradient_accumulation_steps", "gradient_checkpointing", "optim", "warmup_steps")
     args = SFTConfig(output_dir=str(out_dir), seed=cfg.seed, report_to="none", logging_steps=1,

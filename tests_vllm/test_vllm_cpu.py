@@ -135,3 +135,17 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
     finally:  # stop the engine's worker process now, not in interpreter teardown (after pytest's summary)
         gen.model.vllm_engine.llm_engine.engine_core.shutdown()
     _check_served_adapter(run_dir, completions)
+
+
+def test_tool_loop_runs_under_vllm(tmp_path):
+    """tool_math with vLLM colocate: after a short SFT warm-up on demonstrations, TRL's tool loop generates with
+    vLLM, runs the model's python calls in the kit's sandbox and feeds the output back (tools/* metrics)."""
+    out = tmp_path / "tools-run"
+    proc = _cli("train", "tool_math", "use_vllm=true", "num_generations=4", "per_device_train_batch_size=4",
+                "max_completion_length=64", "evaluate=false", f"run_dir={out}",
+                "stages=[{name: warmup, sft: true, max_steps: 16, learning_rate: 0.001}, {name: grpo, max_steps: 1}]")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "chat template: a compact ChatML tool template" in proc.stdout
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [m for m in metrics if m.get("stage") == "grpo"]
+    assert grpo and grpo[0]["tools/call_frequency"] > 0, grpo

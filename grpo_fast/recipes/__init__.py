@@ -15,7 +15,7 @@ from grpo_fast.errors import UserError
 from grpo_fast.rewards.check import CheckLine, Probe
 from grpo_fast.rewards.presets import RewardSet
 
-NAMES = ("demo", "math", "code", "qa", "summarization")
+NAMES = ("demo", "math", "code", "qa", "summarization", "tool_math")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,13 @@ class Recipe:
     Used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
     defaults: dict[str, Any] = field(default_factory=dict)
     """Config defaults for this task (any RunConfig or GRPOConfig key)."""
+    environment: str | None = None
+    """Tool use: the environment class, by reference (``pkg.module:Class``), TRL's ``environment_factory`` makes
+    one of per rollout; its public methods are the tools the model may call. The config key ``environment``
+    overrides it."""
+    demonstration: Callable[[dict], list[dict]] | None = None
+    """The SFT warm-up's completion messages for a row (tool calls and their replies included); None: the gold
+    answer as one assistant message."""
     drop_failed_gold: bool = False
     """Datasets whose own references sometimes fail (competitive programming): rows whose reference does not earn
     full marks are reported and not trained on. When every checked reference fails, training is refused (then the

@@ -120,12 +120,16 @@ def column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
     return values
 
 
-def as_completion(text: str, prompt: Any) -> Any:
-    """A completion in the shape TRL gives rewards for this prompt: chat messages for a chat prompt, else text."""
+def as_completion(text: str | list[dict], prompt: Any) -> Any:
+    """A completion in the shape TRL gives rewards for this prompt: chat messages for a chat prompt, else text.
+    A list of messages (a tool conversation's assistant and tool turns) is already that shape."""
+    if isinstance(text, list):
+        return text
     return [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
 
 
-def score_rows(fn: RewardFunc, rows: Sequence[dict[str, Any]], texts: Sequence[str]) -> list[float | None]:
+def score_rows(fn: RewardFunc, rows: Sequence[dict[str, Any]], texts: Sequence[str | list[dict]]
+               ) -> list[float | None]:
     """Score completion ``texts`` for dataset ``rows`` the way TRL calls a reward: prompts, completions (chat or
     plain, as the prompt is), completion_ids, and every other column as a keyword argument."""
     rows = list(rows)
@@ -134,7 +138,7 @@ def score_rows(fn: RewardFunc, rows: Sequence[dict[str, Any]], texts: Sequence[s
     columns.update(trainer_state=None, log_extra=lambda *a, **k: None, log_metric=lambda *a, **k: None)
     prompts = [r.get("prompt") for r in rows]
     completions = [as_completion(t, p) for t, p in zip(texts, prompts)]
-    ids = [list(range(len(t.split()))) for t in texts]
+    ids = [list(range(len(completion_text(t).split()))) for t in texts]
     scores = list(fn(prompts=prompts, completions=completions, completion_ids=ids, **columns))
     if len(scores) != len(texts):
         raise ValueError(f"returned {len(scores)} scores for {len(texts)} completions")

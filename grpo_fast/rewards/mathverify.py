@@ -194,6 +194,10 @@ def _fast_compare(gold: str, pred: str | None) -> float | None:
     p = parse_number(pred)
     if p is None:
         return None
+    if g.is_integer() and p.is_integer():  # counts and products: off by one is wrong, however large the number
+        if max(abs(g), abs(p)) >= 2**53:
+            return None  # beyond a float's exact integers: the full verifier compares exactly
+        return 1.0 if g == p else 0.0
     return 1.0 if abs(g - p) <= 1e-6 * max(1.0, abs(g)) else 0.0
 
 

@@ -9,12 +9,8 @@ other keys as parameters.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import importlib
-import importlib.util
 import inspect
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpo_fast.rewards.code as code
@@ -24,6 +20,7 @@ import grpo_fast.rewards.length as length
 import grpo_fast.rewards.mathverify as mathverify
 import grpo_fast.rewards.style as style
 from grpo_fast.errors import UserError
+from grpo_fast.references import is_reference, load_object
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.presets import RewardSet, get_preset
 
@@ -72,11 +69,6 @@ def is_factory(obj: Any) -> bool:
     return bool(getattr(obj, "is_reward_factory", False))
 
 
-def is_reference(name: str) -> bool:
-    """A custom reward written as ``file.py:function`` or a dotted import path."""
-    return ".py:" in name or "." in name or ":" in name
-
-
 def get_reward(name: str, own: Sequence[RewardFunc] = (), **params: Any) -> RewardFunc:
     """A reward by registry name, by the name of one of ``own`` (a recipe's rewards), or by reference.
 
@@ -108,43 +100,9 @@ def get_reward(name: str, own: Sequence[RewardFunc] = (), **params: Any) -> Rewa
 
 def load_reward(ref: str) -> RewardFunc:
     """Import ``file.py:function``, ``pkg.module:function`` or ``pkg.module.function``; check it is a reward."""
-    if ".py:" in ref:
-        file, func = ref.rsplit(":", 1)
-        path = Path(file).expanduser()
-        if not path.is_file():
-            raise UserError(f"reward file {str(path)!r} does not exist", fix="check the path (relative to the config "
-                            "file that names it)")
-        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-        spec = importlib.util.spec_from_file_location(f"grpo_fast_user_rewards_{digest}", path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        _run_module(spec.loader.exec_module, module, str(path))  # type: ignore[union-attr]
-    else:
-        module_name, _, func = ref.rpartition(":") if ":" in ref else ref.rpartition(".")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            raise UserError(f"cannot import {module_name!r} for reward {ref!r}: {err}",
-                            fix="check the module path and that its package is installed (or use file.py:function)"
-                            ) from None
-        except Exception as err:  # the user's module raised while importing
-            raise UserError(f"importing {module_name!r} raised {type(err).__name__}: {err}",
-                            fix="fix the module so it imports") from None
-    fn = getattr(module, func, None)
-    if fn is None:
-        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        close = difflib.get_close_matches(func, names, n=1)
-        raise UserError(f"{ref!r}: no function {func!r} there", fix=f"did you mean '{close[0]}'?" if close else
-                        f"functions there: {', '.join(names) or 'none'}")
+    fn = load_object(ref, "reward")
     check_signature(fn, ref)
     return fn
-
-
-def _run_module(execute: Callable[[Any], None], module: Any, where: str) -> None:
-    try:
-        execute(module)
-    except Exception as err:
-        raise UserError(f"loading {where} raised {type(err).__name__}: {err}", where, "fix the file so it imports"
-                        ) from None
 
 
 def check_signature(fn: Any, ref: str) -> None:
