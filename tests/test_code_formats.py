@@ -105,15 +105,17 @@ def test_pytest_file_tests_count_each_function() -> None:
 
 
 SAMPLES = ["apps", "taco", "code_contests", "livecodebench", "codeforces", "primeintellect", "kodcode"]
-WITHOUT_REFERENCES = {  # honest programs for the rows of datasets that publish no solutions
-    "livecodebench": [("n = int(input())\na = list(map(int, input().split()))\nbest = cur = a[0]\n"
-                       "for x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)"),
-                      "class Solution:\n    def maxProfit(self, prices):\n        lo, best = float('inf'), 0\n"
-                      "        for p in prices:\n            lo = min(lo, p)\n            best = max(best, p - lo)\n"
-                      "        return best"],
-    "codeforces": ["w = int(input())\nprint('YES' if w % 2 == 0 and w > 2 else 'NO')",
-                   "input()\nprint(sum(map(int, input().split())))"],
-}
+WITHOUT_REFERENCES = ("livecodebench", "codeforces")  # no solutions upstream: the kit ships programs beside them
+
+
+def _right_programs(name: str, raws: list[dict]) -> list[str]:
+    """The hand-written right program per row, from ``<name>_sample.programs.jsonl``."""
+    from grpo_fast import data
+    from grpo_fast.programs import row_id
+
+    entries = data.read_rows(str(sample(f"{name}_sample.programs.jsonl")))
+    right = {e["id"]: e["program"] for e in entries if "expect" not in e}
+    return [right[row_id(raw)] for raw in raws]
 
 
 def _rows(name: str) -> list[dict]:
@@ -127,7 +129,7 @@ def test_each_mapper_reads_its_sample_and_judges_both_ways(name: str) -> None:
     rows = _rows(name)
     raws = __import__("grpo_fast").data.read_rows(str(sample(f"{name}_sample.jsonl")))
     assert rows and all(code_datasets.detect(raw) is not None for raw in raws)
-    programs = WITHOUT_REFERENCES.get(name) or [r["canonical_solution"] for r in rows]
+    programs = _right_programs(name, raws) if name in WITHOUT_REFERENCES else [r["canonical_solution"] for r in rows]
     assert all(programs)
     cols = {k: [r.get(k) for r in rows] for k in ("tests", "time_limit", "memory_limit")}
     assert reward(None, [_fenced(p) for p in programs], **cols) == [1.0] * len(rows)

