@@ -17,7 +17,7 @@ from grpo_fast.cli import main
 from grpo_fast.recipes.common import sample
 
 WITHOUT_REFERENCES = ["livecodebench", "codeforces"]
-WIDE = {"COLUMNS": "300"}  # rich wraps its table at 80 columns without a terminal
+WIDE = {"COLUMNS": "2000"}  # rich wraps its table at 80 columns without a terminal
 
 
 def cells(line: str) -> list[str]:
@@ -61,7 +61,7 @@ def test_the_command_scores_shipped_programs_right_1_and_wrong_0(name: str, tmp_
 def test_a_reward_that_misjudged_them_would_fail_the_check(name: str, tmp_path, capsys, monkeypatch) -> None:
     """Expectations swapped: every right program is reported at 1.0 and every wrong one at 0.0, and the check
     fails (exit 1): the scores are the reward's, not the file's."""
-    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("COLUMNS", "2000")
     swapped = tmp_path / "swapped.jsonl"
     swapped.write_text("".join(json.dumps({**e, "expect": 1.0 if "expect" in e else 0.0}) + "\n"
                                for e in shipped(name)))
@@ -69,13 +69,17 @@ def test_a_reward_that_misjudged_them_would_fail_the_check(name: str, tmp_path, 
                  str(swapped)])
     out = capsys.readouterr().out
     assert code == 1
-    for line, scored in ((programs_line(out, "1.000"), "0.0000"), (programs_line(out, "0.000"), "1.0000")):
-        assert "FAIL" in line and line.count(f"scored {scored}") == 2 and "swapped.jsonl:" in line
+    right = [e for e in shipped(name) if "expect" not in e]
+    wrong = [e for e in shipped(name) if "expect" in e]
+    for line, scored, n in ((programs_line(out, "1.000"), "0.0000", len(wrong)),
+                            (programs_line(out, "0.000"), "1.0000", len(right))):
+        assert "FAIL" in line and "swapped.jsonl:" in line
+        assert line.count(f"scored {scored}") == min(n, 3)  # the report names three misses, then "..."
 
 
 def test_a_users_dataset_without_references(tmp_path, capsys, monkeypatch) -> None:
     """Any dataset file: without a right program the gold check still fails; `row` numbers work like ids."""
-    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("COLUMNS", "2000")
     dataset = tmp_path / "mine.jsonl"
     shutil.copy(sample("codeforces_sample.jsonl"), dataset)
     assert main(["rewards", "check", "code", f"dataset={dataset}"]) == 1
@@ -97,11 +101,11 @@ BAD = [  # (programs file text, what the message must say)
     ('{"row": 1, "program": "print(1)"}\n{"row": 1, "program": \n', ["broken JSON", "bad.jsonl:2:"]),
     ('["row", 1]\n', ["must be a JSON object", "bad.jsonl:1"]),
     ('\n{"id": "9999Z", "program": "print(1)"}\n', ["no dataset row has id '9999Z'", "bad.jsonl:2",
-                                                     "'9999A', '9999B'"]),
-    ('{"row": 3, "program": "print(1)"}\n', ["row 3 is not a row", "bad.jsonl:1", "1 to 2"]),
+                                                     "'9999/A', '9999/B', '9999/C'"]),
+    ('{"row": 4, "program": "print(1)"}\n', ["row 4 is not a row", "bad.jsonl:1", "1 to 3"]),
     ('{"row": 0, "program": "print(1)"}\n', ["row 0 is not a row", "bad.jsonl:1"]),
     ('{"program": "print(1)"}\n', ["'row'", "'id'", "exactly one", "bad.jsonl:1"]),
-    ('{"row": 1, "id": "9999A", "program": "print(1)"}\n', ["exactly one", "bad.jsonl:1"]),
+    ('{"row": 1, "id": "9999/A", "program": "print(1)"}\n', ["exactly one", "bad.jsonl:1"]),
     ('{"row": 1}\n', ["'program' is missing", "bad.jsonl:1"]),
     ('{"row": 1, "program": "print(1)", "expected": 0}\n', ["unknown key 'expected'", "did you mean 'expect'",
                                                             "bad.jsonl:1"]),
