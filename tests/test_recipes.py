@@ -153,6 +153,24 @@ def test_code_maps_mbpp_sanitized_and_humaneval_rows(tmp_path):
     assert gold_scores(code.RECIPE, rows) == [1.0, 1.0, 1.0]
 
 
+def test_code_reads_an_mbpp_csv_whose_test_list_is_text(tmp_path):
+    """A CSV cell holds the list as text; run as one statement, that list literal would pass any program."""
+    import csv
+
+    from grpo_fast.rewards.code import make_code_execution_reward
+
+    path = tmp_path / "mbpp.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows([["text", "test_list", "code"],
+                                 ["Write add.", "['assert add(1, 2) == 3', 'assert add(0, 0) == 0']",
+                                  "def add(a, b):\n    return a + b"]])
+    (row,) = code.rows(cfg_for(str(path)))
+    assert row["tests"] == ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
+    wrong = "```python\ndef add(a, b):\n    return 7\n```"
+    assert make_code_execution_reward(timeout=10.0)(None, [wrong], tests=[row["tests"]]) == [0.0]
+    assert gold_scores(code.RECIPE, [row]) == [1.0]
+
+
 def test_code_reads_humaneval_from_the_package():
     rows = code.rows(cfg_for("humaneval"))
     assert len(rows) == 164 and all(r["test"] and r["entry_point"] for r in rows)

@@ -32,7 +32,13 @@ HINT = ("MBPP ('text', 'test_list', 'code'), HumanEval ('prompt', 'test', 'entry
 def _mbpp(raw: dict) -> dict:
     """MBPP row: the task text with one example assert (it fixes the function name), all asserts as tests."""
     tests = need(raw, "test_list")
-    if isinstance(tests, str):
+    if isinstance(tests, str) and tests.lstrip().startswith("["):
+        # A list stored as text (a CSV cell): run as one statement, that list literal would pass any program.
+        try:
+            tests = code_datasets.literal(tests)
+        except ValueError as err:
+            raise Missing(["test_list"], f"looks like a list but is {err}") from None
+    elif isinstance(tests, str):
         tests = [tests]
     if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
         raise Missing(["test_list"], "must be a list of assert statements")

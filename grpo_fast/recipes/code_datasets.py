@@ -50,7 +50,7 @@ def _json(raw: dict, column: str) -> Any:
     return value
 
 
-def _literal(text: str) -> Any:
+def literal(text: str) -> Any:
     """JSON, or a Python literal (some sets store ``str(dict)``: single quotes, None); read as data, never run."""
     try:
         return json.loads(text)
@@ -231,7 +231,7 @@ def prime_intellect(raw: dict) -> dict:
     info = need(raw, "verification_info")
     if isinstance(info, str):
         try:
-            info = _literal(info)
+            info = literal(info)
         except ValueError as err:
             raise Missing(["verification_info"], f"is {err}") from None
     if not isinstance(info, dict):
@@ -281,7 +281,7 @@ def online_judge_cases(test: str) -> dict[str, Any] | None:
     if not test.lstrip().startswith("{"):
         return None
     try:
-        value = _literal(test)
+        value = literal(test)
     except ValueError:
         raise Missing(["test"], "looks like stdin/stdout cases but is neither JSON nor a Python literal") from None
     if not (isinstance(value, dict) and isinstance(value.get("stdin"), list) and isinstance(value.get("stdout"), list)):
