@@ -103,7 +103,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _rewards_check(args: argparse.Namespace) -> int:
-    from grpo_fast.recipes import NAMES, recipe_for_preset
+    from grpo_fast.prepare import prepare, run_rewards
+    from grpo_fast.programs import own_programs
+    from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset
+    from grpo_fast.resolve import resolve_config
     from grpo_fast.rewards.check import run_check
     from grpo_fast.rewards.presets import PRESETS
 
@@ -113,17 +116,20 @@ def _rewards_check(args: argparse.Namespace) -> int:
         if recipe is None:
             raise UserError(f"no built-in recipe uses preset {args.target!r}", "rewards check",
                             "check it through a recipe or a YAML file that names it")
-        from grpo_fast.resolve import resolve_config
-
-        rewards, rows = PRESETS[key], recipe.rows(resolve_config(recipe.name))
+        cfg, rewards = resolve_config(recipe.name), PRESETS[key]
+        own = own_programs(recipe, cfg, rewards, args.programs)  # a bad programs file stops before the slow part
+        rows = recipe.rows(cfg)
     else:
-        from grpo_fast.prepare import prepare
-        from grpo_fast.resolve import resolve_config
-
-        prep = prepare(resolve_config(args.target, args.overrides), force=True)
-        recipe, rewards, rows = prep.recipe, prep.rewards, prep.train_rows
-    report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes, checks=recipe.checks,
-                       threshold=args.threshold, max_rows=args.rows)
+        cfg = resolve_config(args.target, args.overrides)
+        recipe = get_recipe(cfg.recipe)
+        own = own_programs(recipe, cfg, run_rewards(cfg, recipe), args.programs)
+        prep = prepare(cfg, force=True)
+        rewards, rows = prep.rewards, prep.train_rows
+    if own is not None:
+        print(own.summary())
+    report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes,
+                       checks=(*recipe.checks, *([own.check] if own else [])), threshold=args.threshold,
+                       max_rows=args.rows, no_gold="the programs below stand in" if own and own.right else None)
     report.print()
     return 0 if report.ok else 1
 
@@ -175,7 +181,8 @@ EXAMPLES = {
   grpo-fast health outputs/checkpoint-500/trainer_state.json   any TRL GRPO run""",
     "check": """examples:
   grpo-fast rewards check math_reasoning             a preset on its recipe's sample rows
-  grpo-fast rewards check recipes/qa.yaml dataset=my_kb.csv --rows 16""",
+  grpo-fast rewards check recipes/qa.yaml dataset=my_kb.csv --rows 16
+  grpo-fast rewards check code dataset=lcb.jsonl --programs my_solutions.jsonl   data without references""",
     "recipes": """example:
   grpo-fast recipes""",
     "export": """examples:
@@ -277,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("overrides", nargs="*", help="key=value overrides (recipe/YAML targets)")
     check.add_argument("--threshold", type=float, default=0.5, help="flag probes above this share of the maximum")
     check.add_argument("--rows", type=int, default=8, help="dataset rows to build gold completions and probes from")
+    check.add_argument("--programs", metavar="FILE", default=None,
+                       help='JSONL of your own programs, one per line: {"row": N or "id": ID, "program": SOURCE, '
+                            '"expect": SCORE (default full marks)}; each must get its expected score (data without '
+                            'reference solutions). Default: <dataset>.programs.jsonl beside a local dataset file')
     check.set_defaults(func=_rewards_check)
 
     recipes = sub.add_parser("recipes", help="list the recipes: what each trains, its rewards and judge")

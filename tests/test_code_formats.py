@@ -105,15 +105,17 @@ def test_pytest_file_tests_count_each_function() -> None:
 
 
 SAMPLES = ["apps", "taco", "code_contests", "livecodebench", "codeforces", "primeintellect", "kodcode"]
-WITHOUT_REFERENCES = {  # honest programs for the rows of datasets that publish no solutions
-    "livecodebench": [("n = int(input())\na = list(map(int, input().split()))\nbest = cur = a[0]\n"
-                       "for x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)"),
-                      "class Solution:\n    def maxProfit(self, prices):\n        lo, best = float('inf'), 0\n"
-                      "        for p in prices:\n            lo = min(lo, p)\n            best = max(best, p - lo)\n"
-                      "        return best"],
-    "codeforces": ["w = int(input())\nprint('YES' if w % 2 == 0 and w > 2 else 'NO')",
-                   "input()\nprint(sum(map(int, input().split())))"],
-}
+WITHOUT_REFERENCES = ("livecodebench", "codeforces")  # no solutions upstream: the kit ships programs beside them
+
+
+def _right_programs(name: str, raws: list[dict]) -> list[str]:
+    """The hand-written right program per row, from ``<name>_sample.programs.jsonl``."""
+    from grpo_fast import data
+    from grpo_fast.programs import row_id
+
+    entries = data.read_rows(str(sample(f"{name}_sample.programs.jsonl")))
+    right = {e["id"]: e["program"] for e in entries if "expect" not in e}
+    return [right[row_id(raw)] for raw in raws]
 
 
 def _rows(name: str) -> list[dict]:
@@ -127,7 +129,7 @@ def test_each_mapper_reads_its_sample_and_judges_both_ways(name: str) -> None:
     rows = _rows(name)
     raws = __import__("grpo_fast").data.read_rows(str(sample(f"{name}_sample.jsonl")))
     assert rows and all(code_datasets.detect(raw) is not None for raw in raws)
-    programs = WITHOUT_REFERENCES.get(name) or [r["canonical_solution"] for r in rows]
+    programs = _right_programs(name, raws) if name in WITHOUT_REFERENCES else [r["canonical_solution"] for r in rows]
     assert all(programs)
     cols = {k: [r.get(k) for r in rows] for k in ("tests", "time_limit", "memory_limit")}
     assert reward(None, [_fenced(p) for p in programs], **cols) == [1.0] * len(rows)
@@ -163,6 +165,59 @@ def test_livecodebench_private_tests_are_read_without_unpickling() -> None:
         with pytest.raises(Missing):
             code_datasets.unpack_private_tests(base64.b64encode(zlib.compress(payload)).decode())
     assert not os.path.exists("/tmp/grpo_fast_lcb_pwned")
+
+
+# A published row's private tests (LiveCodeBench code_generation_lite, question 1873_A), as a copy of that row shows
+# them: the decoder must read the real packing (protocol 4: PROTO, FRAME, BINUNICODE, MEMOIZE, STOP).
+PUBLISHED_BLOB = ("eJxrYJmaz8gABhEZQEZ0tVJmXkFpiZKVgpJhTF5iUnJMnpKOglJ+aQlUNNI1GCJUklpcUlJZkAoSLC5JycxTqtVRQNJuDNWOILAY"
+                  "hCCIMdI0Ji85MQloWjKQSE5KjMlLSgSam5SciG64nz+y2WACJESMJWYY7ibFG8T5KnaKHgAcinnp")
+
+
+def test_livecodebench_private_tests_of_a_published_row() -> None:
+    cases = json.loads(code_datasets.unpack_private_tests(PUBLISHED_BLOB))
+    assert [c["testtype"] for c in cases] == ["stdin"] * 4
+    assert cases[0] == {"input": "1\nabc\n", "output": "YES\n", "testtype": "stdin"}
+
+
+def test_kodcode_online_judge_rows_are_stdin_tests_and_older_revisions_map() -> None:
+    """KodCode's online_judge rows carry {'stdin': [...], 'stdout': [...]} (a Python literal) in `test`, and a whole
+    program as the solution; earlier revisions name the pytest column `test_code`."""
+    from grpo_fast import data
+
+    pytest_row, judge_row = data.read_rows(str(sample("kodcode_sample.jsonl")))
+    judged = map_row(judge_row)
+    assert json.loads(judged["tests"]) == {"inputs": ["1 2\n", "-5 7\n"], "outputs": ["3\n", "2\n"]}
+    assert "standard input" in judged["prompt"][-1]["content"]
+    older = {k: v for k, v in pytest_row.items() if k not in ("version", "test")} | {"test_code": pytest_row["test"]}
+    assert map_row(older)["tests"] == pytest_row["test"]
+    broken = dict(judge_row, test="{'stdin': ['1 2\n']")
+    with pytest.raises(Missing):
+        map_row(broken)
+
+
+def test_a_spec_that_is_not_json_never_runs_as_an_assert() -> None:
+    """Text that opens like a spec but is not one scores nothing (as an assert, a dict literal would pass)."""
+    assert reward(None, [_fenced("print('nonsense')")], tests=["{'stdin': ['1 2\\n'], 'stdout': ['3\\n']}"]) == [None]
+    assert reward(None, [_fenced("print('nonsense')")], tests=["{not even a literal"]) == [None]
+    literal = str({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    assert reward(None, [_fenced("print(sum(map(int, input().split())))")], tests=[literal]) == [1.0]
+
+
+@pytest.mark.parametrize("info", [
+    json.dumps({"language": "python", "test_cases": [{"type": "function_call", "fn_name": "add",
+                                                       "input": [1, 2], "output": [3]}]}),
+    str({"language": "python", "test_cases": [{"type": "function_call", "fn_name": "add", "input": [1, 2],
+                                               "output": [3], "extra": None}]}),
+    json.dumps({"language": "python", "test_cases": [{"type": "function_call", "fn_name": "add", "input": "1\n2",
+                                                       "output": "3"}]}),
+])
+def test_primeintellect_verification_info_as_json_or_python_literal(info: str) -> None:
+    raw = {"source": "apps", "task_type": "verifiable_code", "in_source_id": "1", "prompt": "Write add(a, b).",
+           "gold_standard_solution": "```python\ndef add(a, b):\n    return a + b\n```", "verification_info": info,
+           "metadata": "{}", "problem_id": "vfc_9"}
+    row = map_row(raw)
+    programs = [row["canonical_solution"], "def add(a, b):\n    return a - b"]
+    assert reward(None, [_fenced(p) for p in programs], tests=[row["tests"]] * 2) == [1.0, 0.0]
 
 
 def test_a_row_without_tests_is_reported_by_file_and_row(tmp_path) -> None:
@@ -202,6 +257,33 @@ def test_a_dataset_checker_accepts_every_right_answer() -> None:
                 "n = int(input())\nprint(n // 2 - n // 2 % 2, n - (n // 2 - n // 2 % 2))",
                 "n = int(input())\nprint(1, n - 1)", "import os\nprint(open('answer.txt').read())"]
     assert reward(None, [_fenced(p) for p in programs], tests=[tests] * 5) == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+# open-r1's convention (its grader runs `checker.py INPUT CORRECT_OUTPUT SOLUTION_OUTPUT` and passes a test when the
+# checker exits 0 and prints 1 or 100): this checker reads the answer from argv[2] and the candidate from argv[3],
+# and prints its verdict, exiting 0 either way.
+OPEN_R1_STYLE = ("import sys\n_, inp, correct, solution = sys.argv\nwant = sorted(open(correct).read().split())\n"
+                 "got = sorted(open(solution).read().split())\nprint(100 if got == want else 0)\n")
+
+
+@pytest.mark.parametrize(("checker", "programs", "scores"), [
+    (OPEN_R1_STYLE, ["n = int(input())\nprint(2, n - 2)", "n = int(input())\nprint(n - 2, 2)",
+                     "n = int(input())\nprint()\nprint(2)\nprint()\nprint(n - 2)",  # empty lines are dropped
+                     "n = int(input())\nprint(1, n - 1)", "print(0)"], [1.0, 1.0, 1.0, 0.0, 0.0]),
+    ("print(1)\nraise SystemExit(3)", ["print(0)"], [0.0]),  # says 1 but exits non-zero: rejected
+    ("import os\nos._exit(0)", ["print(0)"], [0.0]),  # exits 0 without a verdict: rejected
+    ("import sys\nsys.stdout.buffer.write(b' 1\\n')", ["print(0)"], [1.0]),
+])
+def test_codeforces_checkers_are_run_the_way_open_r1_runs_them(checker: str, programs: list[str],
+                                                               scores: list[float]) -> None:
+    """open-r1's generated_checker: the answer before the output in argv, the verdict printed (exit 0 alone is not
+    an acceptance), as its grader does; a wrong answer its checker rejects scores 0."""
+    from grpo_fast import data
+
+    raw = data.read_rows(str(sample("codeforces_sample.jsonl")))[2]
+    row = map_row(dict(raw, official_tests=[{"input": "8\n", "output": "2 6\n"}, {"input": "12\n", "output": "2 10\n"}],
+                       generated_checker=checker))
+    assert reward(None, [_fenced(p) for p in programs], tests=[row["tests"]] * len(programs)) == scores
 
 
 def test_rows_whose_reference_fails_are_reported_and_not_trained_on(tmp_path, capsys) -> None:

@@ -153,6 +153,24 @@ def test_code_maps_mbpp_sanitized_and_humaneval_rows(tmp_path):
     assert gold_scores(code.RECIPE, rows) == [1.0, 1.0, 1.0]
 
 
+def test_code_reads_an_mbpp_csv_whose_test_list_is_text(tmp_path):
+    """A CSV cell holds the list as text; run as one statement, that list literal would pass any program."""
+    import csv
+
+    from grpo_fast.rewards.code import make_code_execution_reward
+
+    path = tmp_path / "mbpp.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows([["text", "test_list", "code"],
+                                 ["Write add.", "['assert add(1, 2) == 3', 'assert add(0, 0) == 0']",
+                                  "def add(a, b):\n    return a + b"]])
+    (row,) = code.rows(cfg_for(str(path)))
+    assert row["tests"] == ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
+    wrong = "```python\ndef add(a, b):\n    return 7\n```"
+    assert make_code_execution_reward(timeout=10.0)(None, [wrong], tests=[row["tests"]]) == [0.0]
+    assert gold_scores(code.RECIPE, [row]) == [1.0]
+
+
 def test_code_reads_humaneval_from_the_package():
     rows = code.rows(cfg_for("humaneval"))
     assert len(rows) == 164 and all(r["test"] and r["entry_point"] for r in rows)
@@ -267,6 +285,8 @@ def test_samples_are_small_and_ship_with_the_package():
             "cnn_dailymail_sample.jsonl"} <= set(files)
     schema_only = {f"{n}_sample.jsonl" for n in ("apps", "taco", "code_contests", "livecodebench", "codeforces",
                                                   "primeintellect", "kodcode")}  # a few rows: the upstream schema
-    for name in files:
+    programs = {f"{n}_sample.programs.jsonl" for n in ("livecodebench", "codeforces")}  # no references upstream
+    assert programs <= set(files)
+    for name in set(files) - programs:
         low = 1 if name in schema_only else 10
         assert low <= len(data.read_rows(str(common.sample(name)))) <= 200, name

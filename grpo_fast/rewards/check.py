@@ -154,10 +154,13 @@ def _name(fn: Any) -> str:
 
 def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold, probes: Sequence[Probe] = (),
               checks: Sequence[Callable[[RewardSet], list[CheckLine]]] = (), threshold: float = 0.5,
-              max_rows: int = 8) -> CheckReport:
+              max_rows: int = 8, no_gold: str | None = None) -> CheckReport:
     """Check a reward set on dataset rows: (a) ``gold`` completions earn the correctness reward's maximum;
     (b) no probe (the generic ones, then the task's ``probes``) scores above ``threshold`` x a reward's maximum
-    (penalties, maximum <= 0, are skipped); (c) the task's own ``checks`` (e.g. honest programs for code)."""
+    (penalties, maximum <= 0, are skipped); (c) the task's own ``checks`` (e.g. honest programs for code).
+
+    Data without any reference fails (a) unless ``no_gold`` says what stands in for the references (a check in
+    ``checks`` that shows a right answer earning full marks, e.g. the user's own programs)."""
     rows = [dict(r) for r in list(rows)[:max_rows]]
     if not rows:
         raise ValueError("run_check needs at least one dataset row")
@@ -165,7 +168,7 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
     report = CheckReport(name=rewards.name, rewards=names, correctness=[rewards.correctness], threshold=threshold)
     if rewards.correctness not in names:
         report.lines.append(CheckLine("gold", rewards.correctness, None, None, False, "correctness reward not in list"))
-    _check_gold(report, funcs, names, rows, gold)
+    _check_gold(report, funcs, names, rows, gold, no_gold)
     _check_probes(report, funcs, names, rows, [*GENERIC_PROBES, *probes], threshold)
     for check in checks:
         report.lines.extend(check(rewards))
@@ -194,11 +197,13 @@ def gold_failures(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold
     return checked, [why for _, why in failures]
 
 
-def _check_gold(report: CheckReport, funcs: list, names: list[str], rows: list[dict], gold: Gold) -> None:
+def _check_gold(report: CheckReport, funcs: list, names: list[str], rows: list[dict], gold: Gold,
+                no_gold: str | None) -> None:
     golds = [(r, gold(r)) for r in rows]
     golds = [(r, g) for r, g in golds if g is not None]
     if not golds:
-        report.lines.append(CheckLine("gold", "-", None, None, False, "no row has a reference answer"))
+        note = f"no row has a reference answer; {no_gold}" if no_gold else "no row has a reference answer"
+        report.lines.append(CheckLine("gold", "-", None, None, no_gold is not None, note))
         return
     for fn, name in zip(funcs, names):
         if name not in report.correctness:

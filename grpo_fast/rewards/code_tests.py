@@ -83,11 +83,14 @@ def parse(value: Any) -> list[str] | dict[str, Any] | str | None:
     """The column's value as asserts (list), an input/output spec (dict), a pytest file (str), or None."""
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("{"):
+        if text.startswith("{"):  # a spec: JSON, or the same as a Python literal; never run as an assert
             try:
                 value = json.loads(text)
             except ValueError:
-                return [value]
+                try:
+                    value = ast.literal_eval(text)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    return None
         elif _pytest_functions(value):
             return value
         else:
