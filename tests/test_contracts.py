@@ -186,3 +186,22 @@ def test_trl_builds_the_colocated_engine_through_the_name_the_cpu_opt_in_wraps()
     default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "vllm_gpu_memory_utilization")
     assert default == gpu.TRL_VLLM_GPU_MEMORY_UTILIZATION
     assert typing.get_type_hints(GRPOConfig)["vllm_gpu_memory_utilization"] is float
+
+
+# --------------------------------------------------------------------------- Unsloth: TRL's tool loop
+
+
+def test_unsloths_trainer_rewrite_leaves_trls_tool_loop_alone(unsloth):
+    """Unsloth builds its GRPOTrainer by editing TRL's source text (rl.py: str.replace / re.sub). None of those
+    edits may touch the tool loop or its arguments, so `environment_factory` (tool_math) reaches TRL's own loop;
+    and PatchFastRL installs its tool-template matching (a template TRL does not know by identity)."""
+    tree = unsloth.ast("unsloth/models/rl.py")
+    edited = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("replace", "sub"):
+            edited |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    assert len(edited) > 50  # the rewrite is found: Unsloth edits TRL's source in many places
+    for name in ("_tool_call_loop", "environment_factory", "max_tool_calling_iterations", "_get_tool_suffix_ids",
+                 "tools=", "parse_response"):
+        assert not [text for text in edited if name in text], name
+    assert "patch_trl_tool_chat_templates" in calls_in(find_def(tree, "PatchFastRL"))

@@ -125,8 +125,8 @@ RECIPE = Recipe(
     environment=ENVIRONMENT,
     demonstration=demonstration,
     defaults={
-        "stages": [{"name": "warmup", "sft": True, "max_steps": 40, "learning_rate": 1.0e-3},
-                   {"name": "grpo", "max_steps": 30}],
+        "stages": [{"name": "warmup", "sft": True, "max_steps": 20, "learning_rate": 1.0e-3},
+                   {"name": "grpo", "max_steps": 8}],
         "learning_rate": 2.0e-4,
         "per_device_train_batch_size": 8,
         "num_generations": 8,
