@@ -11,12 +11,10 @@ tool-aware template TRL knows.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from grpo_fast.errors import UserError
 
-log = logging.getLogger(__name__)
 CHATML = ("<|im_start|>", "<|im_end|>")
 CHATML_TOOLS = (
     "{%- if messages[0]['role'] == 'system' or tools %}{{- '<|im_start|>system\\n' }}"
@@ -74,7 +72,6 @@ def use_tool_template(tokenizer: Any, model: str = "the model") -> str:
     tokenizer.response_template = qwen3_template  # TRL's parser of Qwen's <tool_call> JSON convention
     what = ("a compact ChatML tool template with TRL's Qwen <tool_call> convention and parser: the model's own "
             "template drops tool calls")
-    log.info("chat template: %s", what)
     return what
 
 
