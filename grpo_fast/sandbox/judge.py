@@ -14,6 +14,7 @@ import ast
 import builtins
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -21,7 +22,7 @@ import time
 import types
 from typing import Any
 
-from .connection import Connection, importable, own_module
+from .connection import IMPORTABLE_PACKAGES, Connection, importable, own_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
@@ -59,10 +60,24 @@ class TestGlobals(dict):
         return value
 
 
-def module_names(trees: list[ast.AST]) -> frozenset[str]:
-    """Names the tests use as modules (``name.attr``) that are modules a test may get without importing."""
-    return frozenset(n.value.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name) and importable(n.value.id))
+def module_names(sources: list[str]) -> frozenset[str]:
+    """Names the tests use as modules (``name.attr``) that are modules a test may get without importing.
+
+    Most test code names no module at all: a source only goes through ``ast`` when one of its words (or a
+    non-ASCII character, which may spell one) could be such a name."""
+    names: set[str] = set()
+    for src in sources:
+        if src.isascii() and not any(map(importable, _MODULE_WORDS.intersection(_WORD.findall(src)))):
+            continue
+        tree = _parse(src)
+        if tree is not None:
+            names.update(n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                         and isinstance(n.value, ast.Name) and importable(n.value.id))
+    return frozenset(names)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE_WORDS = frozenset(sys.stdlib_module_names) | IMPORTABLE_PACKAGES
 
 
 def _parse(src: str) -> ast.AST | None:
@@ -115,8 +130,7 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
         setup = job.get("setup") or ""
         try:
             exec(compile(setup, "<setup>", "exec"), setup_mod.__dict__)  # noqa: S102 - the dataset's code
-            trees = [ast.parse(t) for t in tests]
-            codes = [compile(tree, f"<test {i}>", "exec") for i, tree in enumerate(trees)]
+            codes = [compile(t, f"<test {i}>", "exec") for i, t in enumerate(tests)]
         except (SyntaxError, ValueError) as err:
             return {**out, "status": "error", "error": f"tests do not compile: {describe(err)}"}
         except Exception as err:  # noqa: BLE001 - broken setup code: nothing can pass
@@ -131,8 +145,7 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
         tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
-        trusted = _parse(job.get("trusted") or "")
-        tns.modules = module_names([*trees, *([trusted] if trusted is not None else [])])
+        tns.modules = module_names([*tests, job.get("trusted") or ""])
         tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__"})
         if job.get("trusted"):  # the dataset's helpers: the tests use these, not the program's copies
             try:

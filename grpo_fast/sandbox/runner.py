@@ -222,12 +222,12 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
-    def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list, updates: list, capture: tuple,
-                keep: bool = True) -> tuple:
+    def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list | tuple = (), updates: list | tuple = (),
+                capture: tuple = (False, False, False), keep: bool = True) -> tuple:
         """Call ``fn``. ``new``: containers among the arguments to track (for the job, or with ``keep`` false for
         this call only); ``updates``: the test's changes to tracked ones. The reply carries the program's changes
         to tracked containers, and, while the test captures them, what the call wrote to stdout and stderr and the
-        warnings it raised."""
+        warnings it raised; what is empty at its end is left out."""
         fresh = [idx for idx, obj in new if self.shared.put(idx, obj)] if type(new) is list else []
         self.shared.apply(updates)
         try:
@@ -239,7 +239,8 @@ class Runner:
     def _call(self, fn: Any, args: tuple, kwargs: dict, capture: tuple) -> tuple:
         if not any(capture):  # the common case: nothing to redirect
             result = fn(*args, **kwargs)
-            return result, self.shared.changes(also=result), "", "", []
+            changes = self.shared.changes(also=result)
+            return (result, changes) if changes else (result,)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
         if capture[0]:
             sys.stdout = out
