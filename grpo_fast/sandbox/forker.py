@@ -10,15 +10,14 @@ finished with it; with a PID namespace each death takes every process it started
 
 from __future__ import annotations
 
+import _signal
 import gc
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +48,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
     """The program's process: private filesystem, limits, unprivileged uid, then the runner. Never returns."""
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
@@ -93,10 +92,9 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
     nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program."""
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
-        workdir = "/" if private_root else isolation.private_workdir(level, uid, tempfile.gettempdir(),
-                                                                      root_view(site_dirs)[0])
+        workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -139,6 +137,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
+    isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
+    isolation.single_threaded()
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     networks = isolation.JobNetworks(workers) if pidns is not None else None
     if pidns is None:
@@ -157,12 +157,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     signal.set_wakeup_fd(wake_w)
     report = _PipeWriter(report_fd)
     running: dict[int, _Program] = {}
-    judges: dict[int, tuple[int, float]] = {}  # judge pid -> its uid and hard deadline
+    judges: dict[int, tuple[int, float, int]] = {}  # judge pid -> its uid, hard deadline and program's pid
     by_id: dict[int, int] = {}
     waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone too
     while True:
         now = time.monotonic()
-        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(d for _, d in judges.values())],
+        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values())],
                   default=None)
         ready = select.select([jobs, wake_r], [], [], None if due is None else max(0.0, due - now))[0]
         if jobs in ready:
@@ -196,7 +196,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 else:
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
-                        judges[judge] = (judge_uid, t)
+                        judges[judge] = (judge_uid, t, pid)
                     running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
@@ -210,14 +210,16 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline
                 _kill(pid)
-        for pid, (_, deadline) in judges.items():
+        for pid, (_, deadline, _) in judges.items():
             if now >= deadline:
                 _kill(pid)
         exits = isolation.reap()
         while exits:
             pid, status = exits.pop(0)
             if pid in judges:
-                judge_uid = judges.pop(pid)[0]
+                judge_uid, _, program = judges.pop(pid)
+                if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
+                    running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
                 if level != isolation.STRONGEST:
                     exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
                 if pid in waiting:
@@ -229,7 +231,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             del by_id[prog.id]
             if level != isolation.STRONGEST:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
-                shutil.rmtree(prog.workdir, ignore_errors=True)
+                _rmtree(prog.workdir)
             done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
                                "timed_out": prog.timed_out}).encode()
             if prog.judge in judges:
@@ -248,7 +250,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
     workdir = ""
     try:
         if pidns is None:
-            workdir = tempfile.mkdtemp(prefix="grpo_fast_sbx_")
+            workdir = _tempdir(new=True)
             if level == "uid-drop":
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
@@ -278,6 +280,20 @@ def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> 
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _tempdir(new: bool = False) -> str:
+    """The host's temporary directory, or a new directory in it (the weaker levels only). ``tempfile`` and
+    ``shutil`` are imported where needed: the template stays smaller, and every fork and exit costs less."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="grpo_fast_sbx_") if new else tempfile.gettempdir()
+
+
+def _rmtree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 PRELOADABLE = frozenset({"numpy"})  # heavy imports worth keeping warm once a program asked for them

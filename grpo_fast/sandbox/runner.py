@@ -117,7 +117,7 @@ _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.
 class Runner:
     """The candidate's objects by handle, and one method per request the judge may make."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: int | socket.socket) -> None:
         self.objs: list[Any] = []
         self.ids: dict[int, int] = {}
         self.judged: dict[int, Judged] = {}
@@ -382,7 +382,7 @@ def serve(fd: int) -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # nested callbacks cost frames on both sides
     exit_builtins()
     try:
-        Runner(socket.socket(fileno=fd)).channel.serve_forever()
+        Runner(fd).channel.serve_forever()
     except BaseException:  # noqa: BLE001, S110 - the judge closing the channel is the normal end
         pass
     finally:

@@ -19,6 +19,7 @@ import datetime
 import decimal
 import fractions
 import ipaddress
+import os
 import pathlib
 import select
 import struct
@@ -54,15 +55,22 @@ class WireError(Lost):
 
 
 class Stream:
-    """Length-prefixed frames over a stream socket; ``deadline`` (monotonic seconds) bounds every wait."""
+    """Length-prefixed frames over a stream socket; ``deadline`` (monotonic seconds) bounds every wait.
+
+    ``sock``: a socket object (kept, so its descriptor stays open) or a bare descriptor. Either way the frames go
+    through ``os.read``/``os.write``: a job's fresh process then never builds a socket object, which costs it
+    ~0.3 ms of first-touch work."""
 
     def __init__(self, sock: Any, max_frame: int = MAX_FRAME) -> None:
         self.sock, self.max_frame, self.buf = sock, max_frame, bytearray()
+        self.fd: int = sock if type(sock) is int else sock.fileno()
         self.deadline: float | None = None
 
     def send(self, payload: bytes) -> None:
+        view = memoryview(U32.pack(len(payload)) + payload)
         try:
-            self.sock.sendall(U32.pack(len(payload)) + payload)
+            while view:
+                view = view[os.write(self.fd, view):]
         except OSError as err:
             raise Lost(f"send failed: {err}") from None
 
@@ -78,10 +86,10 @@ class Stream:
                     return data
             if self.deadline is not None:
                 left = self.deadline - time.monotonic()
-                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                     raise Deadline
             try:
-                chunk = self.sock.recv(65536)
+                chunk = os.read(self.fd, 65536)
             except OSError as err:
                 raise Lost(f"recv failed: {err}") from None
             if not chunk:

@@ -14,6 +14,7 @@ judge's verdict with the forker's exit report into one result for the trainer.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import re
 import select
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoder, forker, isolation, wire
+from . import decoder, forker, isolation, judge, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -134,7 +135,8 @@ class Zygote:
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
         keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
-        payload = json.dumps({k: spec.get(k) for k in keys}).encode()
+        fields = {k: spec.get(k) for k in keys}
+        payload = marshal.dumps({**fields, "compiled": judge.compile_job(fields)})  # to the judge (trusted)
         desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
@@ -219,8 +221,7 @@ class Zygote:
                 job.verdict = decoder.decode(frames[-1], _no_refs)
             except wire.Lost:
                 job.verdict = {"status": "judge-error", "error": "unreadable verdict", "passed": [], "n": -1}
-        self._close_judge(job)
-        self._stop(job)
+        self._close_judge(job)  # the judge exits after its verdict: then the forker stops the program
 
     def _on_output(self, job: _Job, fd: int) -> None:
         try:
