@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import isolation, judge
+from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
@@ -138,7 +139,6 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
-    isolation.single_threaded()
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     networks = isolation.JobNetworks(workers) if pidns is not None else None
     if pidns is None:
@@ -149,6 +149,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         enter_environment(isolation.JOB_WORKDIR)
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
         stream.flush()
+    warm_up()  # our channel code specialised once, on built-in data, rather than in every job's process
+    isolation.single_threaded()  # the warm-up's thread has ended
+    gc.collect()
     gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
