@@ -16,7 +16,7 @@ import warnings
 from typing import Any
 
 from . import decoder, mutables, wire
-from .channel import Channel
+from .channel import LOAD, Channel
 from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
@@ -47,11 +47,16 @@ class Connection:
     def note(self, rule: str) -> None:
         self.rule = self.rule or rule
 
-    def request(self, op: str, *args: Any) -> Any:
+    def loaded(self) -> Any:
+        """The outcome of the program's load, which its process sends unasked (``channel.LOAD``)."""
+        return self.request(None)
+
+    def request(self, op: str | None, *args: Any) -> Any:
+        """A request and its reply; ``op`` None: the reply to ``LOAD``, without a request."""
         if self.dead:
             raise Lost(self.dead)
         try:
-            return self.channel.request(op, *args)
+            return self.channel.request(op, *args) if op is not None else self.channel.reply(LOAD)
         except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
             raise RuntimeError(f"the program raised {type(exc).__name__}") from None
         except Lost as err:

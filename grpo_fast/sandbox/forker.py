@@ -54,14 +54,16 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
-        else:  # stdin empty; fd 3: the channel to the judge
-            rpc, out, err = fds
+            places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3))
+        else:  # stdin empty; fd 3: the channel to the judge; fd 4: the program and setup code to load
+            rpc, out, err, load = fds
             stdin = os.open(os.devnull, os.O_RDONLY)
-        for fd, target in ((stdin, 0), (out, 1), (err, 2), (rpc, 3)):
-            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-3 already
-        for target in range(4):
+            places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3), (load, 4))
+        for fd, target in places:
+            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-4 already
+        for _, target in places:
             os.dup2(target + 100, target)
-        os.closerange(4, 1 << 16)
+        os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
         enter_environment(workdir)
@@ -80,7 +82,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
 
         if desc.get("io"):
             run_main(3, checker=bool(desc.get("check")), cells=bool(desc.get("cells")))
-        serve(3)
+        serve(3, 4)
     finally:
         os._exit(1)
 
@@ -183,15 +185,15 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
                     pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
                     judge = 0
-                else:  # the program first: its start (mounts) is the longer one, the judge's first request waits
-                    pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
-                    judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
+                else:  # the program first: its start (mounts) is the longer one, the judge's first read waits
+                    pid = _spawn(desc, fds[:4], level, uid, site_dirs, pidns) if len(fds) == 6 else None
+                    judge = _spawn_judge(desc, fds[4:], level, judge_uid, site_dirs, pidns, private_root) \
                         if pid is not None else None
                 if pid is None or judge is None:
                     for victim in (pid, judge):
                         if victim is not None:
                             _kill(victim)
-                    for fd in fds[3:] if pid is None else ():
+                    for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():  # those not yet closed
                         os.close(fd)
                     pid = None
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
@@ -265,7 +267,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
                 __import__(name)
             except Exception:  # noqa: BLE001, S110 - only a speed-up
                 pass
-    ok = len(fds) == (4 if desc.get("io") else 3)
+    ok = len(fds) == 4
     return _fork(pidns, fds, lambda: _candidate(desc, fds, level, uid, workdir, site_dirs) if ok else os._exit(1))
 
 

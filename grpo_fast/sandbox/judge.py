@@ -159,7 +159,10 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
         except Exception as err:  # noqa: BLE001 - broken setup code: nothing can pass
             return {**out, "status": "error", "error": f"setup failed: {describe(err)}"}
         try:
-            conn.request("load", job["source"], setup)
+            if "source" in job:  # the program's process waits for it
+                conn.request("load", job["source"], setup)
+            else:  # the zygote gave it to the program's process, which loads it unasked
+                conn.loaded()
         except Deadline:
             return {**out, "status": "timeout", "error": "timeout while loading the program"}
         except Lost as err:

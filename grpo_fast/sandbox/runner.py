@@ -10,6 +10,7 @@ import collections
 import copy
 import importlib
 import io
+import marshal
 import math
 import operator
 import os
@@ -20,9 +21,9 @@ import warnings
 from typing import Any
 
 from . import decoder, wire
-from .channel import Channel
+from .channel import LOAD, Channel
 from .mutables import Shared
-from .script import exit_builtins, flush, source_module
+from .script import exit_builtins, flush, read_all, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
 
@@ -377,12 +378,18 @@ def _named(module: str, qualname: str) -> Any:
     return obj
 
 
-def serve(fd: int) -> None:
-    """Answer the judge on ``fd`` until it closes the channel, then exit (never returns)."""
+def serve(fd: int, load_fd: int | None = None) -> None:
+    """Answer the judge on ``fd`` until it closes the channel, then exit (never returns). ``load_fd``: the
+    program and the setup code (marshal, from the zygote); loaded at once, the outcome sent to the judge
+    unasked, while the judge is still starting."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # nested callbacks cost frames on both sides
     exit_builtins()
     try:
-        Runner(fd).channel.serve_forever()
+        runner = Runner(fd)
+        if load_fd is not None:
+            source, setup = marshal.loads(read_all(load_fd))
+            runner.channel.answer(LOAD, "load", (source, setup))
+        runner.channel.serve_forever()
     except BaseException:  # noqa: BLE001, S110 - the judge closing the channel is the normal end
         pass
     finally:
