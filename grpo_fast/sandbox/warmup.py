@@ -18,7 +18,7 @@ from .connection import Connection
 from .runner import Runner
 from .wire import Lost
 
-ROUNDS = 20  # CPython quickens a function after 8 calls; the loops below run every path this often
+ROUNDS = 12  # CPython quickens a function after 8 calls; the loops below run every path this often
 
 
 def warm_up(rounds: int = ROUNDS) -> None:
