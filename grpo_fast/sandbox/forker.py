@@ -51,6 +51,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
+        _share_cpu(desc)
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
@@ -97,6 +98,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
+        _share_cpu(desc)
         workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -111,6 +113,25 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         judge.main(3, 4)
     finally:
         os._exit(1)
+
+
+def _share_cpu(desc: dict[str, Any]) -> None:
+    """A job's judge and program on one CPU (``desc["cpu"]``, where the pool has a worker per CPU): their
+    requests and replies then pass on one core, without waking another. A job gets one CPU's worth either way;
+    its threads and pools run, on that CPU."""
+    cpu = desc.get("cpu")
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:  # e.g. the CPU went offline: run anywhere
+            pass
+
+
+def job_cpus(workers: int) -> list[int]:
+    """The CPUs jobs are spread over, slot by slot; none (no pinning) when the pool has fewer workers than CPUs,
+    so that a job may use the CPUs nobody else does."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus if workers >= len(cpus) else []
 
 
 JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its own job only
@@ -143,6 +164,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     networks = isolation.JobNetworks(workers) if pidns is not None else None
+    cpus = job_cpus(workers)
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
@@ -178,6 +200,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 os._exit(0)
             desc = json.loads(msg)
             if desc["op"] == "run":
+                if cpus:
+                    desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if networks is not None:
