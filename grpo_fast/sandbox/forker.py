@@ -174,8 +174,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
         stream.flush()
     warm_up()  # our channel code specialised once, on built-in data, rather than in every job's process
-    isolation.single_threaded()  # the warm-up's thread has ended
-    gc.collect()
+    isolation.single_threaded()
+    gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
