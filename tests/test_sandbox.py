@@ -295,3 +295,20 @@ def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
             os._exit(1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     assert (tmp_path / "secret.txt").exists() and not (venv / "new.py").exists()  # the host's /tmp untouched
+
+
+def test_one_test_set_many_programs_each_judged_on_its_own() -> None:
+    """A GRPO group: the zygote compiles a test set once and reuses it; every program still gets its own verdict."""
+    tests = ["assert f(1) == 2", "assert f(-1) == 0"]
+    programs = ["def f(x): return x + 1", "def f(x): return x", "def f(x): return abs(x) + 1"] * 3
+    res = sb.run_many(programs, tests=[tests] * len(programs), timeout=TIMEOUT)
+    assert [r.fraction for r in res] == [1.0, 0.0, 0.5] * 3
+    broken = sb.run_many(["def f(x): return x"] * 2, tests=[["assert f(1) =="]] * 2, timeout=TIMEOUT)
+    assert [(r.status, r.fraction) for r in broken] == [("error", 0.0)] * 2
+
+
+def test_values_nested_deeper_than_the_encoder_goes_arrive_by_handle() -> None:
+    src = "def f(n):\n    x = []\n    for _ in range(n):\n        x = [x]\n    return x\n"
+    walk = "v = f({n})\nfor _ in range({n}):\n    v = v[0]\nassert v == []"
+    res = sb.run_program(src, tests=[walk.format(n=150), walk.format(n=300)], timeout=TIMEOUT)
+    assert res.passed == [True, True], res.failures

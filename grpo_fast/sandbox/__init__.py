@@ -10,6 +10,7 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 * ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the
   candidate's objects, its end of the channel, and the tests and their verdict.
 * ``stdio`` -- stdin/stdout tests: one run per test, the output judged as data outside the program.
+* ``warmup`` -- the template runs its own channel code once on built-in data, so no fork has to specialise it.
 * ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job (per stdin test).
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.
 

@@ -16,6 +16,7 @@ from typing import Any
 from .wire import Deadline, Lost, Stream
 
 REQUEST, REPLY = 0, 1
+LOAD = 0  # the request id of the program's load: its process answers it unasked, as soon as it has loaded
 
 
 class Channel:
@@ -35,7 +36,7 @@ class Channel:
         """Send a request and serve the other side until its reply arrives; raise what the other side raised."""
         if os.getpid() != self.pid:
             raise RuntimeError("objects of the other side cannot be used from a subprocess")
-        with self.lock:
+        with self.lock:  # the wait below is ``reply``'s, inline: nested callbacks cost no extra frame each
             self._next += 1
             rid = self._next
             self.stream.send(self.dumps((REQUEST, rid, op, args)))
@@ -49,6 +50,24 @@ class Channel:
         if ok:
             return value
         raise value
+
+    def reply(self, rid: int) -> Any:
+        """Serve the other side until the reply to request ``rid`` arrives; its value, or raise what it raised."""
+        with self.lock:
+            while rid not in self._stash:
+                frame = self._read()
+                if frame[0] == REPLY:
+                    self._stash[frame[1]] = (frame[2], frame[3])
+                else:
+                    self._serve(frame)
+            ok, value = self._stash.pop(rid)
+        if ok:
+            return value
+        raise value
+
+    def answer(self, rid: int, op: str, args: tuple) -> None:
+        """Answer a request the other side did not need to send (``LOAD``: the job's program, known here)."""
+        self._serve((REQUEST, rid, op, args))
 
     def serve_forever(self) -> None:
         """Answer requests until the other side closes the channel (then ``Lost`` is raised)."""

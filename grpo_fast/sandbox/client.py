@@ -26,13 +26,12 @@ from .stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.sandbox")
 
-_BOOT = """import importlib.util, sys
-d = sys.argv[1]
-spec = importlib.util.spec_from_file_location("grpo_fast_sandbox", d + "/__init__.py",
-                                              submodule_search_locations=[d])
-pkg = importlib.util.module_from_spec(spec)
+# The package without its __init__ (which loads this client, and with it logging and subprocess): every job's
+# process is a fork of what the zygote holds, and its size is paid at each fork and exit.
+_BOOT = """import sys, types
+pkg = types.ModuleType("grpo_fast_sandbox")
+pkg.__path__ = [sys.argv[1]]
 sys.modules["grpo_fast_sandbox"] = pkg
-spec.loader.exec_module(pkg)
 from grpo_fast_sandbox import zygote
 zygote.main(sys.argv[2:])
 """

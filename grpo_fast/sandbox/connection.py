@@ -16,11 +16,12 @@ import warnings
 from typing import Any
 
 from . import decoder, mutables, wire
-from .channel import Channel
+from .channel import LOAD, Channel
 from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
 
+_NO_CALL_EXTRAS = ((), "", "", ())  # a call reply's changes, output, errors and warnings when it leaves them out
 _SHOW_WARNING = warnings._showwarnmsg_impl  # noqa: SLF001 - replaced while a test records warnings
 IMPORTABLE_PACKAGES = frozenset({"numpy"})  # besides the standard library, what a test may name without importing
 _NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
@@ -46,11 +47,16 @@ class Connection:
     def note(self, rule: str) -> None:
         self.rule = self.rule or rule
 
-    def request(self, op: str, *args: Any) -> Any:
+    def loaded(self) -> Any:
+        """The outcome of the program's load, which its process sends unasked (``channel.LOAD``)."""
+        return self.request(None)
+
+    def request(self, op: str | None, *args: Any) -> Any:
+        """A request and its reply; ``op`` None: the reply to ``LOAD``, without a request."""
         if self.dead:
             raise Lost(self.dead)
         try:
-            return self.channel.request(op, *args)
+            return self.channel.request(op, *args) if op is not None else self.channel.reply(LOAD)
         except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
             raise RuntimeError(f"the program raised {type(exc).__name__}") from None
         except Lost as err:
@@ -62,16 +68,21 @@ class Connection:
 
     def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
         updates = self.shared.changes()  # what the test changed in containers the program holds copies of
-        new = [(idx, m) for m in mutables.find((args, kwargs)) if (idx := self.shared.add(m)) is not None]
+        # the keyword dict itself is never the program's (a call unpacks it into a new one); its values may be
+        new = [(idx, m) for m in mutables.find((args, tuple(kwargs.values())))
+               if (idx := self.shared.add(m)) is not None]
         capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__,  # the test redirected them
                    warnings._showwarnmsg_impl is not _SHOW_WARNING)  # noqa: SLF001 - the test records warnings
         # A plain function's arguments are kept in step for its call only (functions rarely keep them, and every
         # tracked container is compared at every call); a class, a method or another callable may keep them.
         keep = object.__getattribute__(fn, "_sbx_kind") != "function"
-        reply = self.request("call", fn, args, kwargs, new, updates, capture, keep)
-        if type(reply) is not tuple or len(reply) != 5:
+        if new or updates or any(capture):
+            reply = self.request("call", fn, args, kwargs, new, updates, capture, keep)
+        else:  # the common case, in its short form: nothing to track, nothing captured
+            reply = self.request("call", fn, args, kwargs)
+        if type(reply) is not tuple or len(reply) not in (1, 2, 5):
             raise TypeError("malformed call reply")
-        result, changes, printed, errors, warned = reply
+        result, changes, printed, errors, warned = reply + _NO_CALL_EXTRAS[len(reply) - 1:]
         for wanted, text, stream in ((capture[0], printed, sys.stdout), (capture[1], errors, sys.stderr)):
             if wanted and type(text) is str and text:
                 stream.write(text)

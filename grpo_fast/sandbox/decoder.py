@@ -32,15 +32,6 @@ from .wire import (
 )
 
 
-class Built:
-    """A decoded value and whether a reference (another side's object) is anywhere inside it."""
-
-    __slots__ = ("value", "has_ref")
-
-    def __init__(self, value: Any, has_ref: bool) -> None:
-        self.value, self.has_ref = value, has_ref
-
-
 def decode(data: bytes, on_ref: Callable[[str, tuple], Any],
            on_exception: Callable[[Any, str, tuple, dict], BaseException] | None = None,
            hash_refs: bool = False) -> Any:
@@ -58,173 +49,178 @@ def decode(data: bytes, on_ref: Callable[[str, tuple], Any],
 
 
 class _Decoder:
+    """Values are built children first. Beside each value goes whether a reference (the other side's object) is
+    anywhere inside it: a compound remembers which of its children hold one (usually none)."""
+
     def __init__(self, data: bytes, on_ref: Callable[[str, tuple], Any],
                  on_exception: Callable[[Any, str, tuple, dict], BaseException], hash_refs: bool) -> None:
         self.data, self.on_ref, self.on_exception = data, on_ref, on_exception
         self.hash_refs = hash_refs
-        self.built: list[Built] = []  # every compound, in build order: what ``@`` refers to
+        self.built: list[tuple[Any, bool]] = []  # every compound, in build order: what ``@`` refers to
 
     def run(self) -> Any:  # noqa: C901 - the scalar cases inline: this loop is the channel's hot path
         data, pos, end = self.data, 0, len(self.data)
-        stack: list[tuple[bytes, int, list[Built]]] = []
+        stack: list[tuple[int, int, list[Any], list[int]]] = []  # tag, count, children, indices holding refs
         unpack_u32, unpack_q, unpack_d = U32.unpack_from, I64.unpack_from, F64.unpack_from
+        built = self.built
         while True:
             if pos >= end:
                 raise WireError("truncated frame")
             code = data[pos]
             pos += 1
-            value = _CONSTANTS.get(code)
-            if value is None:
-                if code in _SIZED:
-                    if pos + 4 > end:
-                        raise WireError("truncated frame")
-                    n = unpack_u32(data, pos)[0]
-                    pos += 4
-                    if code == 0x40:  # @: a container sent earlier in this frame
-                        if n >= len(self.built):
-                            raise WireError("reference to a value not yet sent")
-                        value = self.built[n]
-                    elif code in _COMPOUND_CODES:
-                        if n > end - pos:  # every child takes at least one byte
-                            raise WireError("count larger than the frame")
-                        if len(stack) >= MAX_DEPTH:
-                            raise WireError("value nested too deeply")
-                        if n:
-                            stack.append((bytes((code,)), n, []))
-                            continue
-                        value = self.built_value(bytes((code,)), [])
-                    else:
-                        if n > end - pos or (code == 0x49 and n > MAX_INT_BYTES):
-                            raise WireError("truncated frame or integer too large")
-                        raw = data[pos:pos + n]
-                        pos += n
-                        if code == 0x73:  # s
-                            value = Built(raw.decode("utf-8", "surrogatepass"), False)
-                        elif code == 0x62:  # b
-                            value = Built(raw, False)
-                        else:  # I
-                            value = Built(int.from_bytes(raw, "little", signed=True), False)
-                elif code == 0x69:  # i
-                    if pos + 8 > end:
-                        raise WireError("truncated frame")
-                    value = Built(unpack_q(data, pos)[0], False)
-                    pos += 8
-                elif code == 0x66:  # f
-                    if pos + 8 > end:
-                        raise WireError("truncated frame")
-                    value = Built(unpack_d(data, pos)[0], False)
-                    pos += 8
-                elif code == 0x63:  # c
-                    if pos + 16 > end:
-                        raise WireError("truncated frame")
-                    value = Built(complex(*F64X2.unpack_from(data, pos)), False)
-                    pos += 16
+            has_ref = False
+            if code in _CONSTANTS:
+                value = _CONSTANTS[code]
+            elif code in _SIZED:
+                if pos + 4 > end:
+                    raise WireError("truncated frame")
+                n = unpack_u32(data, pos)[0]
+                pos += 4
+                if code == 0x40:  # @: a container sent earlier in this frame
+                    if n >= len(built):
+                        raise WireError("reference to a value not yet sent")
+                    value, has_ref = built[n]
+                elif code in _COMPOUND_CODES:
+                    if n > end - pos:  # every child takes at least one byte
+                        raise WireError("count larger than the frame")
+                    if len(stack) >= MAX_DEPTH:
+                        raise WireError("value nested too deeply")
+                    if n:
+                        stack.append((code, n, [], []))
+                        continue
+                    value, has_ref = self.build(code, [], [])
+                    built.append((value, has_ref))
                 else:
-                    raise WireError(f"unknown tag {bytes((code,))!r}")
+                    if n > end - pos or (code == 0x49 and n > MAX_INT_BYTES):
+                        raise WireError("truncated frame or integer too large")
+                    raw = data[pos:pos + n]
+                    pos += n
+                    if code == 0x73:  # s
+                        value = raw.decode("utf-8", "surrogatepass")
+                    elif code == 0x62:  # b
+                        value = raw
+                    else:  # I
+                        value = int.from_bytes(raw, "little", signed=True)
+            elif code == 0x69:  # i
+                if pos + 8 > end:
+                    raise WireError("truncated frame")
+                value = unpack_q(data, pos)[0]
+                pos += 8
+            elif code == 0x66:  # f
+                if pos + 8 > end:
+                    raise WireError("truncated frame")
+                value = unpack_d(data, pos)[0]
+                pos += 8
+            elif code == 0x63:  # c
+                if pos + 16 > end:
+                    raise WireError("truncated frame")
+                value = complex(*F64X2.unpack_from(data, pos))
+                pos += 16
+            else:
+                raise WireError(f"unknown tag {bytes((code,))!r}")
             while stack:
-                tag, count, children = stack[-1]
+                tag, count, children, refs = stack[-1]
+                if has_ref:
+                    refs.append(len(children))
                 children.append(value)
                 if len(children) < count:
                     break
                 stack.pop()
-                value = self.built_value(tag, children)
+                value, has_ref = self.build(tag, children, refs)
+                built.append((value, has_ref))
             else:
                 if pos != end:
                     raise WireError("trailing bytes")
-                return value.value
+                return value
 
-    def built_value(self, tag: bytes, children: list[Built]) -> Built:
-        value = self.build(tag, children)
-        self.built.append(value)
-        return value
-
-    def build(self, tag: bytes, kids: list[Built]) -> Built:  # noqa: C901 - one branch per wire type
-        v = [k.value for k in kids]
-        has_ref = any(k.has_ref for k in kids)
-        if tag == b"l":
-            return Built(v, has_ref)
-        if tag == b"t":
-            return Built(tuple(v), has_ref)
-        if tag in (b"S", b"Z"):
-            self.hashable(kids)
-            return Built(set(v) if tag == b"S" else frozenset(v), False)
-        if tag in (b"d", b"O", b"C", b"U"):
+    def build(self, code: int, v: list[Any], refs: list[int]) -> tuple[Any, bool]:  # noqa: C901 - one per type
+        """The value of a compound from its children ``v``; ``refs``: which children hold a reference."""
+        has_ref = bool(refs)
+        if code == 0x74:  # t
+            return tuple(v), has_ref
+        if code == 0x6C:  # l
+            return v, has_ref
+        if code == 0x52:  # R
+            if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not tuple:
+                raise WireError("bad reference")
+            return self.on_ref(v[0], v[1]), True
+        if code in (0x53, 0x5A):  # S Z
+            self.keys_are_data(refs)
+            return (set(v) if code == 0x53 else frozenset(v)), False
+        if code in (0x64, 0x4F, 0x43, 0x55):  # d O C U
             factory = None
-            if tag == b"U":
+            first_key = 0
+            if code == 0x55:
                 if not v or not (v[0] is None or (type(v[0]) is str and v[0] in FACTORIES)):
                     raise WireError("bad defaultdict factory")
-                factory, kids, v = FACTORIES.get(v[0]), kids[1:], v[1:]
+                factory, v, first_key = FACTORIES.get(v[0]), v[1:], 1
             if len(v) % 2:
                 raise WireError("odd dict")
-            self.hashable(kids[0::2])
+            self.keys_are_data([i for i in refs if i >= first_key and (i - first_key) % 2 == 0])
             pairs = zip(v[0::2], v[1::2])
-            if tag == b"d":
-                return Built(dict(pairs), has_ref)
-            if tag == b"O":
-                return Built(collections.OrderedDict(pairs), has_ref)
-            if tag == b"C":
+            if code == 0x64:
+                return dict(pairs), has_ref
+            if code == 0x4F:
+                return collections.OrderedDict(pairs), has_ref
+            if code == 0x43:
                 c = collections.Counter()
                 dict.update(c, pairs)
-                return Built(c, has_ref)
-            return Built(collections.defaultdict(factory, pairs), has_ref)
-        if tag == b"Q":
+                return c, has_ref
+            return collections.defaultdict(factory, pairs), has_ref
+        if code == 0x51:  # Q
             if not v or not (v[0] is None or (type(v[0]) is int and 0 <= v[0] <= len(self.data))):
                 raise WireError("bad deque")
-            return Built(collections.deque(v[1:], v[0]), has_ref)
-        if tag in (b"r", b"A"):
+            return collections.deque(v[1:], v[0]), has_ref
+        if code in (0x72, 0x41):  # r A
             if len(v) != 3 or has_ref:
                 raise WireError("bad range/slice")
-            if tag == b"r":
+            if code == 0x72:
                 if not all(type(x) is int for x in v):
                     raise WireError("bad range")
-                return Built(range(*v), False)
-            return Built(slice(*v), False)
-        if tag == b"V":
+                return range(*v), False
+            return slice(*v), False
+        if code == 0x56:  # V
             if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not str or v[0] not in TEXT_TYPES:
                 raise WireError("bad text value")
             if len(v[1]) > 10_000:
                 raise WireError("text value too long")
-            return Built(TEXT_TYPES[v[0]][2](v[1]), False)
-        if tag in (b"n", b"g"):
-            return Built(_numpy(tag, v), False)
-        if tag == b"X":
+            return TEXT_TYPES[v[0]][2](v[1]), False
+        if code in (0x6E, 0x67):  # n g
+            return _numpy(code, v), False
+        if code == 0x58:  # X
             if len(v) != 4 or type(v[1]) is not str or type(v[2]) is not tuple or type(v[3]) is not dict:
                 raise WireError("bad exception")
-            return Built(self.on_exception(v[0], v[1], v[2], v[3]), has_ref)
-        if tag == b"P":
+            return self.on_exception(v[0], v[1], v[2], v[3]), has_ref
+        if code == 0x50:  # P
             if len(v) != 3 or type(v[1]) is not tuple or type(v[2]) is not tuple or len(v[1]) != len(v[2]):
                 raise WireError("bad namedtuple")
-            return Built(namedtuple_value(v[0], v[1], v[2]), has_ref)
-        if tag == b"W":
+            return namedtuple_value(v[0], v[1], v[2]), has_ref
+        if code == 0x57:  # W
             if len(v) != 2 or v[0] not in ("keys", "items", "values") or type(v[1]) is not list:
                 raise WireError("bad view")
             if v[0] != "values":
-                self.hashable(kids[1:])
-            return Built(_view(v[0], v[1]), has_ref)
-        if tag == b"Y":
+                self.keys_are_data([i for i in refs if i >= 1])
+            return _view(v[0], v[1]), has_ref
+        if code == 0x59:  # Y
             if len(v) != 1 or type(v[0]) is not bytes:
                 raise WireError("bad bytearray")
-            return Built(bytearray(v[0]), False)
-        if tag == b"K":
+            return bytearray(v[0]), False
+        if code == 0x4B:  # K
             if len(v) != 1 or type(v[0]) is not dict or not all(type(k) is str and k.isidentifier() for k in v[0]):
                 raise WireError("bad namespace")
-            return Built(types.SimpleNamespace(**v[0]), has_ref)
-        if tag == b"R":
-            if len(v) != 2 or type(v[0]) is not str or type(v[1]) is not tuple:
-                raise WireError("bad reference")
-            return Built(self.on_ref(v[0], v[1]), True)
-        raise WireError(f"unknown tag {tag!r}")
+            return types.SimpleNamespace(**v[0]), has_ref
+        raise WireError(f"unknown tag {bytes((code,))!r}")
 
-    def hashable(self, kids: list[Built]) -> None:
-        """Keys of sets and dicts must be data: hashing another side's object would call into it mid-decode."""
-        if not self.hash_refs and any(k.has_ref for k in kids):
+    def keys_are_data(self, refs: list[int]) -> None:
+        """Keys of sets and dicts must be data: hashing another side's object would call into it mid-decode.
+        ``refs``: the keys that hold a reference."""
+        if refs and not self.hash_refs:
             raise WireError("a set element or dict key refers to the other side's object")
 
 
 _COMPOUND_CODES = frozenset(b"ltSZdOCUQrAVngXPWKYR")
 _SIZED = _COMPOUND_CODES | frozenset(b"@sbI")  # a u32 follows the tag
-_CONSTANTS = {ord("N"): Built(None, False), ord("T"): Built(True, False), ord("F"): Built(False, False),
-              ord("E"): Built(Ellipsis, False)}
+_CONSTANTS = {ord("N"): None, ord("T"): True, ord("F"): False, ord("E"): Ellipsis}
 
 
 
@@ -239,10 +235,10 @@ def _view(kind: str, items: list[Any]) -> Any:
     return dict(enumerate(items)).values()
 
 
-def _numpy(tag: bytes, v: list[Any]) -> Any:
+def _numpy(code: int, v: list[Any]) -> Any:
     import numpy
 
-    if tag == b"g":
+    if code == 0x67:  # g: a scalar
         if len(v) != 2 or v[0] not in NUMPY_DTYPES or type(v[1]) is not bytes:
             raise WireError("bad numpy scalar")
         dt = numpy.dtype(v[0])

@@ -10,20 +10,20 @@ finished with it; with a PID namespace each death takes every process it started
 
 from __future__ import annotations
 
+import _signal
 import gc
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from . import isolation, judge
+from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
@@ -49,27 +49,27 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
     """The program's process: private filesystem, limits, unprivileged uid, then the runner. Never returns."""
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
+        _share_cpu(desc)
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
-        else:  # stdin empty; fd 3: the channel to the judge
-            rpc, out, err = fds
+            places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3))
+        else:  # stdin empty; fd 3: the channel to the judge; fd 4: the program and setup code to load
+            rpc, out, err, load = fds
             stdin = os.open(os.devnull, os.O_RDONLY)
-        for fd, target in ((stdin, 0), (out, 1), (err, 2), (rpc, 3)):
-            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-3 already
-        for target in range(4):
+            places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3), (load, 4))
+        for fd, target in places:
+            os.dup2(fd, target + 100)  # out of the way first: the descriptors may be numbered 0-4 already
+        for _, target in places:
             os.dup2(target + 100, target)
-        os.closerange(4, 1 << 16)
+        os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-                           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the test's input, or empty (input() raises EOFError)
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        enter_environment(workdir)
+        if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115
         sys.argv = ["solution.py"]
         real_cpus = os.cpu_count() or 1
         os.cpu_count = lambda: min(real_cpus, isolation.CPU_COUNT)  # pools sized to fit the process limit
@@ -83,7 +83,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
 
         if desc.get("io"):
             run_main(3, checker=bool(desc.get("check")), cells=bool(desc.get("cells")))
-        serve(3)
+        serve(3, 4)
     finally:
         os._exit(1)
 
@@ -96,10 +96,10 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
     nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program."""
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
-        workdir = "/" if private_root else isolation.private_workdir(level, uid, tempfile.gettempdir(),
-                                                                      root_view(site_dirs)[0])
+        _share_cpu(desc)
+        workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -109,14 +109,45 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"})
+        enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)
         judge.main(3, 4)
     finally:
         os._exit(1)
 
 
+def _share_cpu(desc: dict[str, Any]) -> None:
+    """A job's judge and program on one CPU (``desc["cpu"]``, where the pool has a worker per CPU): their
+    requests and replies then pass on one core, without waking another. A job gets one CPU's worth either way;
+    its threads and pools run, on that CPU."""
+    cpu = desc.get("cpu")
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:  # e.g. the CPU went offline: run anywhere
+            pass
+
+
+def job_cpus(workers: int) -> list[int]:
+    """The CPUs jobs are spread over, slot by slot; none (no pinning) when the pool has fewer workers than CPUs,
+    so that a job may use the CPUs nobody else does."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus if workers >= len(cpus) else []
+
+
 JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its own job only
+_environment_of = ""  # the working directory that os.environ was last set up for
+
+
+def enter_environment(workdir: str) -> None:
+    """A job's environment: no variable of the trainer's, numeric libraries on one thread. Where every job's
+    working directory is the same (the strongest level), the template sets it once and a job's process has
+    nothing left to do (clearing and refilling ``os.environ`` in a fresh process costs ~0.4 ms)."""
+    global _environment_of
+    if _environment_of != workdir:
+        os.environ.clear()
+        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+                           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        _environment_of = workdir
 
 
 def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
@@ -130,12 +161,21 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
+    isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
     networks = isolation.JobNetworks(workers) if pidns is not None else None
+    cpus = job_cpus(workers)
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
         isolation.minimal_root(*root_view(site_dirs))
+    if level == isolation.STRONGEST:  # every job runs in the same working directory: its environment is set here
+        enter_environment(isolation.JOB_WORKDIR)
+    for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
+        stream.flush()
+    warm_up()  # our channel code specialised once, on built-in data, rather than in every job's process
+    isolation.single_threaded()
+    gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
@@ -144,12 +184,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     signal.set_wakeup_fd(wake_w)
     report = _PipeWriter(report_fd)
     running: dict[int, _Program] = {}
-    judges: dict[int, tuple[int, float]] = {}  # judge pid -> its uid and hard deadline
+    judges: dict[int, tuple[int, float, int]] = {}  # judge pid -> its uid, hard deadline and program's pid
     by_id: dict[int, int] = {}
     waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone too
     while True:
         now = time.monotonic()
-        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(d for _, d in judges.values())],
+        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values())],
                   default=None)
         ready = select.select([jobs, wake_r], [], [], None if due is None else max(0.0, due - now))[0]
         if jobs in ready:
@@ -160,6 +200,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 os._exit(0)
             desc = json.loads(msg)
             if desc["op"] == "run":
+                if cpus:
+                    desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if networks is not None:
@@ -167,15 +209,15 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
                     pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
                     judge = 0
-                else:  # the program first: its start (mounts) is the longer one, the judge's first request waits
-                    pid = _spawn(desc, fds[:3], level, uid, site_dirs, pidns) if len(fds) == 5 else None
-                    judge = _spawn_judge(desc, fds[3:], level, judge_uid, site_dirs, pidns, private_root) \
+                else:  # the program first: its start (mounts) is the longer one, the judge's first read waits
+                    pid = _spawn(desc, fds[:4], level, uid, site_dirs, pidns) if len(fds) == 6 else None
+                    judge = _spawn_judge(desc, fds[4:], level, judge_uid, site_dirs, pidns, private_root) \
                         if pid is not None else None
                 if pid is None or judge is None:
                     for victim in (pid, judge):
                         if victim is not None:
                             _kill(victim)
-                    for fd in fds[3:] if pid is None else ():
+                    for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():  # those not yet closed
                         os.close(fd)
                     pid = None
                     report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
@@ -183,7 +225,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 else:
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
-                        judges[judge] = (judge_uid, t)
+                        judges[judge] = (judge_uid, t, pid)
                     running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
@@ -197,14 +239,16 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline
                 _kill(pid)
-        for pid, (_, deadline) in judges.items():
+        for pid, (_, deadline, _) in judges.items():
             if now >= deadline:
                 _kill(pid)
         exits = isolation.reap()
         while exits:
             pid, status = exits.pop(0)
             if pid in judges:
-                judge_uid = judges.pop(pid)[0]
+                judge_uid, _, program = judges.pop(pid)
+                if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
+                    running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
                 if level != isolation.STRONGEST:
                     exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
                 if pid in waiting:
@@ -216,7 +260,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             del by_id[prog.id]
             if level != isolation.STRONGEST:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
-                shutil.rmtree(prog.workdir, ignore_errors=True)
+                _rmtree(prog.workdir)
             done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
                                "timed_out": prog.timed_out}).encode()
             if prog.judge in judges:
@@ -235,7 +279,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
     workdir = ""
     try:
         if pidns is None:
-            workdir = tempfile.mkdtemp(prefix="grpo_fast_sbx_")
+            workdir = _tempdir(new=True)
             if level == "uid-drop":
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
@@ -247,7 +291,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
                 __import__(name)
             except Exception:  # noqa: BLE001, S110 - only a speed-up
                 pass
-    ok = len(fds) == (4 if desc.get("io") else 3)
+    ok = len(fds) == 4
     return _fork(pidns, fds, lambda: _candidate(desc, fds, level, uid, workdir, site_dirs) if ok else os._exit(1))
 
 
@@ -256,7 +300,7 @@ def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> 
     try:
         if pidns is not None:
             pidns.before_fork()
-        pid = os.fork()
+        pid = isolation.fork_job()
         if pid == 0:
             child()
         return pid
@@ -265,6 +309,20 @@ def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> 
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _tempdir(new: bool = False) -> str:
+    """The host's temporary directory, or a new directory in it (the weaker levels only). ``tempfile`` and
+    ``shutil`` are imported where needed: the template stays smaller, and every fork and exit costs less."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="grpo_fast_sbx_") if new else tempfile.gettempdir()
+
+
+def _rmtree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 PRELOADABLE = frozenset({"numpy"})  # heavy imports worth keeping warm once a program asked for them

@@ -10,10 +10,12 @@ anywhere the candidate can reach: not its memory, frames, garbage collector, exi
 
 from __future__ import annotations
 
+import _signal
 import ast
 import builtins
-import json
+import marshal
 import os
+import re
 import signal
 import socket
 import sys
@@ -21,7 +23,7 @@ import time
 import types
 from typing import Any
 
-from .connection import Connection, importable, own_module
+from .connection import IMPORTABLE_PACKAGES, Connection, importable, own_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
@@ -59,10 +61,24 @@ class TestGlobals(dict):
         return value
 
 
-def module_names(trees: list[ast.AST]) -> frozenset[str]:
-    """Names the tests use as modules (``name.attr``) that are modules a test may get without importing."""
-    return frozenset(n.value.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name) and importable(n.value.id))
+def module_names(sources: list[str]) -> frozenset[str]:
+    """Names the tests use as modules (``name.attr``) that are modules a test may get without importing.
+
+    Most test code names no module at all: a source only goes through ``ast`` when one of its words (or a
+    non-ASCII character, which may spell one) could be such a name."""
+    names: set[str] = set()
+    for src in sources:
+        if src.isascii() and not any(map(importable, _MODULE_WORDS.intersection(_WORD.findall(src)))):
+            continue
+        tree = _parse(src)
+        if tree is not None:
+            names.update(n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                         and isinstance(n.value, ast.Name) and importable(n.value.id))
+    return frozenset(names)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE_WORDS = frozenset(sys.stdlib_module_names) | IMPORTABLE_PACKAGES
 
 
 def _parse(src: str) -> ast.AST | None:
@@ -100,10 +116,30 @@ def _solution_module(conn: Connection) -> types.ModuleType:
     return mod
 
 
-def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
-    """Load the program in the candidate's process, run every test here; the verdict as a JSON-able dict."""
+def compile_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The dataset's code of a job, compiled: setup, tests, the trusted prompt (None if unusable) and the names
+    the tests use as modules; or ``{"error": ...}``. Done by the zygote, whose compiler is warm, and shipped to
+    the judge as code objects: a fresh process would spend ~0.5 ms in a cold compiler. Nothing is run here."""
     tests = [t for t in job.get("tests") or [] if isinstance(t, str)]
-    n = len(tests)
+    try:
+        setup = compile(job.get("setup") or "", "<setup>", "exec")
+        codes = [compile(t, f"<test {i}>", "exec") for i, t in enumerate(tests)]
+    except (SyntaxError, ValueError) as err:
+        return {"error": f"tests do not compile: {describe(err)}"}
+    except Exception as err:  # noqa: BLE001 - e.g. nested too deeply: nothing can pass
+        return {"error": f"setup failed: {describe(err)}"}
+    try:
+        trusted = compile(job["trusted"], "<prompt>", "exec") if job.get("trusted") else None
+    except Exception:  # noqa: BLE001 - unusable: the tests fall back to the program's names
+        trusted = None
+    return {"setup": setup, "tests": codes, "trusted": trusted,
+            "modules": sorted(module_names([*tests, job.get("trusted") or ""]))}
+
+
+def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
+    """Load the program in the candidate's process, run every test here; the verdict as a JSON-able dict.
+    ``job["compiled"]``: ``compile_job``'s result, when the zygote made it."""
+    n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
     conn = Connection(sock, deadline)
@@ -113,16 +149,20 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
     sys.modules[SOLUTION_MODULE] = _solution_module(conn)
     try:
         setup = job.get("setup") or ""
+        compiled = job.get("compiled") or compile_job(job)
+        if "error" in compiled:
+            return {**out, "status": "error", "error": compiled["error"]}
         try:
-            exec(compile(setup, "<setup>", "exec"), setup_mod.__dict__)  # noqa: S102 - the dataset's code
-            trees = [ast.parse(t) for t in tests]
-            codes = [compile(tree, f"<test {i}>", "exec") for i, tree in enumerate(trees)]
+            exec(compiled["setup"], setup_mod.__dict__)  # noqa: S102 - the dataset's code
         except (SyntaxError, ValueError) as err:
             return {**out, "status": "error", "error": f"tests do not compile: {describe(err)}"}
         except Exception as err:  # noqa: BLE001 - broken setup code: nothing can pass
             return {**out, "status": "error", "error": f"setup failed: {describe(err)}"}
         try:
-            conn.request("load", job["source"], setup)
+            if "source" in job:  # the program's process waits for it
+                conn.request("load", job["source"], setup)
+            else:  # the zygote gave it to the program's process, which loads it unasked
+                conn.loaded()
         except Deadline:
             return {**out, "status": "timeout", "error": "timeout while loading the program"}
         except Lost as err:
@@ -131,17 +171,17 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
             return {**out, "status": "error", "error": f"program raised {describe(err)}"}
         tns = TestGlobals({k: v for k, v in vars(setup_mod).items() if not k.startswith("__")})
         tns.conn, tns.expose = conn, frozenset(job.get("expose") or ())
-        trusted = _parse(job.get("trusted") or "")
-        tns.modules = module_names([*trees, *([trusted] if trusted is not None else [])])
+        tns.modules = frozenset(compiled["modules"])
         tns.update({"__builtins__": builtins.__dict__, "__name__": "__main__"})
         if job.get("trusted"):  # the dataset's helpers: the tests use these, not the program's copies
             try:
-                exec(compile(job["trusted"], "<prompt>", "exec"), tns)  # noqa: S102
+                if compiled["trusted"] is not None:
+                    exec(compiled["trusted"], tns)  # noqa: S102
             except Exception:  # noqa: BLE001, S110 - unusable: the tests fall back to the program's names
                 pass
             for name in tns.expose:
                 tns.pop(name, None)
-        for i, code in enumerate(codes):
+        for i, code in enumerate(compiled["tests"]):
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
                 continue
@@ -170,20 +210,19 @@ def run_job(job: dict[str, Any], sock: socket.socket) -> dict[str, Any]:
 def main(ctl_fd: int, chan_fd: int) -> None:
     """Serve one job: read it from the zygote on ``ctl_fd``, judge the program on ``chan_fd``, send the verdict,
     exit (never returns)."""
-    signal.signal(signal.SIGALRM, _alarm)
+    _signal.signal(_signal.SIGALRM, _alarm)  # the C function: signal.signal's enum wrapping costs a fresh process more
     sys.setrecursionlimit(10_000)  # nested callbacks between the test and the program cost frames here
     sys.set_int_max_str_digits(0)  # one interpreter would let a program lift the limit for the test as well
     try:
-        ctl = Stream(socket.socket(fileno=ctl_fd))
+        ctl = Stream(ctl_fd)
         ctl.deadline = time.monotonic() + 60
-        job = json.loads(ctl.recv())
-        sock = socket.socket(fileno=chan_fd)
+        job = marshal.loads(ctl.recv())  # from the zygote (trusted): data and the tests' code objects
         try:
-            verdict = run_job(job, sock)
+            verdict = run_job(job, chan_fd)
         except BaseException as err:  # noqa: BLE001 - a judge fault is reported, never a crash mid-job
             verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
         finally:
-            sock.close()  # the candidate sees the end of the channel and exits
+            os.close(chan_fd)  # the candidate sees the end of the channel and exits
         ctl.send(_encode(verdict))  # captured at import: a test that breaks json cannot break the verdict
     finally:
         os._exit(0)

@@ -10,6 +10,7 @@ import collections
 import copy
 import importlib
 import io
+import marshal
 import math
 import operator
 import os
@@ -20,9 +21,9 @@ import warnings
 from typing import Any
 
 from . import decoder, wire
-from .channel import Channel
+from .channel import LOAD, Channel
 from .mutables import Shared
-from .script import exit_builtins, flush, source_module
+from .script import exit_builtins, flush, read_all, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
 
@@ -117,7 +118,7 @@ _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.
 class Runner:
     """The candidate's objects by handle, and one method per request the judge may make."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: int | socket.socket) -> None:
         self.objs: list[Any] = []
         self.ids: dict[int, int] = {}
         self.judged: dict[int, Judged] = {}
@@ -222,12 +223,12 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
-    def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list, updates: list, capture: tuple,
-                keep: bool = True) -> tuple:
+    def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list | tuple = (), updates: list | tuple = (),
+                capture: tuple = (False, False, False), keep: bool = True) -> tuple:
         """Call ``fn``. ``new``: containers among the arguments to track (for the job, or with ``keep`` false for
         this call only); ``updates``: the test's changes to tracked ones. The reply carries the program's changes
         to tracked containers, and, while the test captures them, what the call wrote to stdout and stderr and the
-        warnings it raised."""
+        warnings it raised; what is empty at its end is left out."""
         fresh = [idx for idx, obj in new if self.shared.put(idx, obj)] if type(new) is list else []
         self.shared.apply(updates)
         try:
@@ -239,7 +240,8 @@ class Runner:
     def _call(self, fn: Any, args: tuple, kwargs: dict, capture: tuple) -> tuple:
         if not any(capture):  # the common case: nothing to redirect
             result = fn(*args, **kwargs)
-            return result, self.shared.changes(also=result), "", "", []
+            changes = self.shared.changes(also=result)
+            return (result, changes) if changes else (result,)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
         if capture[0]:
             sys.stdout = out
@@ -376,12 +378,18 @@ def _named(module: str, qualname: str) -> Any:
     return obj
 
 
-def serve(fd: int) -> None:
-    """Answer the judge on ``fd`` until it closes the channel, then exit (never returns)."""
+def serve(fd: int, load_fd: int | None = None) -> None:
+    """Answer the judge on ``fd`` until it closes the channel, then exit (never returns). ``load_fd``: the
+    program and the setup code (marshal, from the zygote); loaded at once, the outcome sent to the judge
+    unasked, while the judge is still starting."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # nested callbacks cost frames on both sides
     exit_builtins()
     try:
-        Runner(socket.socket(fileno=fd)).channel.serve_forever()
+        runner = Runner(fd)
+        if load_fd is not None:
+            source, setup = marshal.loads(read_all(load_fd))
+            runner.channel.answer(LOAD, "load", (source, setup))
+        runner.channel.serve_forever()
     except BaseException:  # noqa: BLE001, S110 - the judge closing the channel is the normal end
         pass
     finally:

@@ -14,6 +14,7 @@ judge's verdict with the forker's exit report into one result for the trainer.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import re
 import select
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoder, forker, isolation, wire
+from . import decoder, forker, isolation, judge, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -32,6 +33,7 @@ PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", 
            "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
+COMPILED_KEPT = 64  # compiled test sets remembered
 REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
 _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
 
@@ -100,6 +102,7 @@ class Zygote:
         self.queue: list[dict[str, Any]] = []
         self.running: dict[int, _Job] = {}
         self.reports = bytearray()
+        self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
         jobs_a, jobs_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         rep_r, rep_w = os.pipe()
         pid = os.fork()
@@ -133,14 +136,16 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        keys = ("source", "setup", "tests", "timeout", "expose", "trusted")
-        payload = json.dumps({k: spec.get(k) for k in keys}).encode()
+        keys = ("setup", "tests", "timeout", "expose", "trusted")  # the judge never needs the program's source
+        fields = {k: spec.get(k) for k in keys}
+        payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
+        load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
         desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()],
-                        [program_end.fileno(), out_w, err_w, judge_end.fileno(), theirs.fileno()])
-        for fd in (out_w, err_w):
+                        [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
+        for fd in (out_w, err_w, load):
             os.close(fd)
         for sock in (program_end, judge_end, theirs):
             sock.close()
@@ -152,6 +157,16 @@ class Zygote:
         except OSError:
             job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
             self._close_judge(job)
+
+    def _compiled(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``judge.compile_job``, remembered for the last few distinct test sets: the completions of one prompt
+        (a GRPO group) share their tests."""
+        key = (tuple(fields.get("tests") or ()), fields.get("setup") or "", fields.get("trusted") or "")
+        compiled = self.compiled.pop(key, None) or judge.compile_job(fields)
+        self.compiled[key] = compiled
+        while len(self.compiled) > COMPILED_KEPT:
+            del self.compiled[next(iter(self.compiled))]
+        return compiled
 
     def _start_io(self, row: IoRow, slot: int) -> None:
         """The row's next stdin test (or the checker on the last one's output): the input and the program in
@@ -219,8 +234,7 @@ class Zygote:
                 job.verdict = decoder.decode(frames[-1], _no_refs)
             except wire.Lost:
                 job.verdict = {"status": "judge-error", "error": "unreadable verdict", "passed": [], "n": -1}
-        self._close_judge(job)
-        self._stop(job)
+        self._close_judge(job)  # the judge exits after its verdict: then the forker stops the program
 
     def _on_output(self, job: _Job, fd: int) -> None:
         try:
