@@ -13,14 +13,16 @@ the warm-up, dropped):
   best (for each step, its fastest round; then the mean over steps: same seed, same completions, so what differs
   between rounds of one step is the machine's noise) and as the median of all its steps. Goal: ``auto`` within
   5% of the better fixed choice. Where ``auto`` chose what one fixed choice forces they run the same code, and the
-  ratio says how well the figure resolves 5% on this machine. ``--speedups`` limits it to some speed-ups. To try
+  ratio says how well the figure resolves 5% on this machine. ``--speedups`` limits it to some speed-ups;
+  ``--threads N`` pins ``cpu_threads`` while the others are compared (``auto`` samples the free cores at each
+  run's start, so on a shared machine runs would differ in threads, not only in the setting compared). To try
   an AVX2-only CPU on a newer one: ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``.
 
 Both sides use the demo's learning rate (a learning rate is not a speed setting, but it changes how long the
 completions get, so it must match).
 
     .venv/bin/python benchmarks/bench_trainer.py [--compare overhead profile choices] [--rounds 3] [--steps 5]
-        [--speedups cpu_autocast_training shared_prefill merged_generation cpu_threads]
+        [--speedups cpu_autocast_training shared_prefill merged_generation cpu_threads] [--threads N]
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def main() -> None:
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--speedups", nargs="+", choices=[key for key, _, _ in SPEEDUPS],
                         default=[key for key, _, _ in SPEEDUPS], help="the speed-ups --compare choices runs")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="--compare choices: cpu_threads for the runs comparing the other speed-ups (default: "
+                             "the profile's auto)")
     args = parser.parse_args()
     start = time.time()
     lines = []
@@ -150,7 +155,7 @@ def main() -> None:
         lines.append(f"profile: kit cpu profile / plain TRL default = {previous / plain:.3f} (goal <= 0.7); "
                      f"{os.cpu_count()} cores")
     if "choices" in args.compare:
-        lines += compare_choices(args.model, args.steps, args.rounds, args.speedups)
+        lines += compare_choices(args.model, args.steps, args.rounds, args.speedups, args.threads)
     print("\n" + "\n".join(lines))
     print(f"{args.rounds} rounds x {args.steps} steps, {time.time() - start:.0f} s in all, "
           f"load average now {os.getloadavg()[0]:.1f}")
@@ -163,8 +168,10 @@ def per_step_best(runs: list[list[float]]) -> float:
     return statistics.mean(min(r[i] for r in runs) for i in range(steps))
 
 
-def compare_choices(model: str, steps: int, rounds: int, keys: list[str] | None = None) -> list[str]:
-    """On vs off vs auto for each CPU speed-up, the three back to back in each round; lines for the summary."""
+def compare_choices(model: str, steps: int, rounds: int, keys: list[str] | None = None,
+                    pinned_threads: int | None = None) -> list[str]:
+    """On vs off vs auto for each CPU speed-up, the three back to back in each round; lines for the summary.
+    ``pinned_threads``: cpu_threads for the runs of the other speed-ups."""
     import torch
 
     from grpo_fast.cpu_choice import choose, cpu_class
@@ -184,13 +191,14 @@ def compare_choices(model: str, steps: int, rounds: int, keys: list[str] | None 
             values = [on, off, "auto"]
             for value in values[round_ % 3:] + values[:round_ % 3]:
                 name = f"{key}={value}"
+                pin = [f"cpu_threads={pinned_threads}"] if pinned_threads and key != "cpu_threads" else []
                 torch.set_num_threads(threads)
                 loads.setdefault(key, []).append(os.getloadavg()[0])
-                got = kit_run(model, steps, [name])
+                got = kit_run(model, steps, [name, *pin])
                 loads[key].append(os.getloadavg()[0])
                 runs.setdefault(name, []).append(got)
-                print(f"round {round_ + 1} {name}: step times {[round(t, 2) for t in got]} (load {load()})",
-                      flush=True)
+                print(f"round {round_ + 1} {name}: step times {[round(t, 2) for t in got]} "
+                      f"({torch.get_num_threads()} threads; load {load()})", flush=True)
     lines = [f"choices on {cls.label}: s/step as per-step best / median of {rounds} rounds x {steps - 1} steps "
              f"(goal: auto <= {AUTO_GOAL:.2f}x the better fixed choice)"]
     for key, on, off in speedups:

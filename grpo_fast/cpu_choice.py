@@ -126,7 +126,7 @@ def probe_key(cls: CpuClass, shape: ProbeShape) -> str:
 
 def bf16_probe(cls: CpuClass, shape: ProbeShape | None = None, cache: Path | None = None) -> dict[str, Any]:
     """The probe's result for this machine and training-pass shape: from the cache, else measured once and
-    stored (``cached`` says which). Answers of older probe versions are dropped from the file."""
+    stored (``cached`` says which). Answers of older probe versions have other keys: never read."""
     from grpo_fast.models import cache_dir
 
     shape = shape or ProbeShape()
@@ -140,7 +140,7 @@ def bf16_probe(cls: CpuClass, shape: ProbeShape | None = None, cache: Path | Non
         return {**known[key], "cached": True}
     # without native bf16 the choice is off whatever the probe says: one round (emulated bf16 is slow) reports it
     result = {**run_probe(shape, rounds=6 if cls.native_bf16 else 1), "measured": time.strftime("%Y-%m-%d %H:%M")}
-    known = {k: v for k, v in known.items() if k.startswith(PROBE_VERSION + " |")} if isinstance(known, dict) else {}
+    known = known if isinstance(known, dict) else {}  # older versions' answers stay (a kit of that version reads them)
     known[key] = result
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
