@@ -8,13 +8,21 @@ the warm-up, dropped):
   bf16 autocast everywhere and gradient checkpointing on). Goal: ratio <= 0.7. Kit runs that add the profile's
   settings one at a time say what each setting bought.
 - ``choices``: each CPU speed-up of the ``cpu`` profile on this machine: on vs off vs ``auto`` (the others left at
-  the profile's ``auto``), printing the CPU class and what ``auto`` chose. Goal: ``auto`` within 5% of the better
-  fixed choice. To try an AVX2-only CPU on a newer one: ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``.
+  the profile's ``auto``), printing the CPU class and what ``auto`` chose. A speed-up's three runs go back to back
+  in each round, their order rotated round by round, so they meet the same load; each is read as its per-step
+  best (for each step, its fastest round; then the mean over steps: same seed, same completions, so what differs
+  between rounds of one step is the machine's noise) and as the median of all its steps. Goal: ``auto`` within
+  5% of the better fixed choice. Where ``auto`` chose what one fixed choice forces they run the same code, and the
+  ratio says how well the figure resolves 5% on this machine. ``--speedups`` limits it to some speed-ups;
+  ``--threads N`` pins ``cpu_threads`` while the others are compared (``auto`` samples the free cores at each
+  run's start, so on a shared machine runs would differ in threads, not only in the setting compared). To try
+  an AVX2-only CPU on a newer one: ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``.
 
 Both sides use the demo's learning rate (a learning rate is not a speed setting, but it changes how long the
 completions get, so it must match).
 
     .venv/bin/python benchmarks/bench_trainer.py [--compare overhead profile choices] [--rounds 3] [--steps 5]
+        [--speedups cpu_autocast_training shared_prefill merged_generation cpu_threads] [--threads N]
 """
 
 from __future__ import annotations
@@ -117,6 +125,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model", default="embedded")
+    parser.add_argument("--speedups", nargs="+", choices=[key for key, _, _ in SPEEDUPS],
+                        default=[key for key, _, _ in SPEEDUPS], help="the speed-ups --compare choices runs")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="--compare choices: cpu_threads for the runs comparing the other speed-ups (default: "
+                             "the profile's auto)")
     args = parser.parse_args()
     start = time.time()
     lines = []
@@ -142,35 +155,73 @@ def main() -> None:
         lines.append(f"profile: kit cpu profile / plain TRL default = {previous / plain:.3f} (goal <= 0.7); "
                      f"{os.cpu_count()} cores")
     if "choices" in args.compare:
-        lines += compare_choices(args.model, args.steps, args.rounds)
+        lines += compare_choices(args.model, args.steps, args.rounds, args.speedups, args.threads)
     print("\n" + "\n".join(lines))
     print(f"{args.rounds} rounds x {args.steps} steps, {time.time() - start:.0f} s in all, "
           f"load average now {os.getloadavg()[0]:.1f}")
 
 
-def compare_choices(model: str, steps: int, rounds: int) -> list[str]:
-    """On vs off vs auto for each CPU speed-up, all in one alternating schedule; lines for the summary."""
+def per_step_best(runs: list[list[float]]) -> float:
+    """Mean over steps of each step's fastest run: a step's content (same seed, same completions) is the same in
+    every round, so its fastest round is the one other jobs disturbed least."""
+    steps = min(len(r) for r in runs)
+    return statistics.mean(min(r[i] for r in runs) for i in range(steps))
+
+
+def compare_choices(model: str, steps: int, rounds: int, keys: list[str] | None = None,
+                    pinned_threads: int | None = None) -> list[str]:
+    """On vs off vs auto for each CPU speed-up, the three back to back in each round; lines for the summary.
+    ``pinned_threads``: cpu_threads for the runs of the other speed-ups."""
+    import torch
+
     from grpo_fast.cpu_choice import choose, cpu_class
     from grpo_fast.resolve import resolve_config
 
     cls = cpu_class()
-    auto = {c.key: c for c in choose(resolve_config("demo", ["profile=cpu"]), cls=cls)}
+    auto = {c.key: c for c in choose(resolve_config("demo", ["profile=cpu", *COMMON]), cls=cls)}
     print(f"CPU: {cls.label} ({cls.why}); {os.cpu_count()} cores; "
           f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '-')} "
-          f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '-')}", flush=True)
-    runs = [(f"{key}={value}", lambda key=key, value=value: kit_run(model, steps, [f"{key}={value}"]))
-            for key, on, off in SPEEDUPS for value in (on, off, "auto")]
-    t = alternate(runs, rounds)
-    lines = [f"choices on {cls.label}: median s/step, on / off / auto (goal: auto <= {AUTO_GOAL:.2f}x the better "
-             "fixed choice)"]
-    for key, on, off in SPEEDUPS:
-        m = {v: statistics.median(t[f"{key}={v}"]) for v in (on, off, "auto")}
-        best = min(m[on], m[off])
-        ratio = m["auto"] / best
-        picked = auto[key].line() if key in auto else "auto"
-        lines.append(f"  {key:22s} on({on}) {m[on]:.3f}  off({off}) {m[off]:.3f}  auto {m['auto']:.3f}  "
-                     f"auto/better {ratio:.3f} {'ok' if ratio <= AUTO_GOAL else 'NOT within goal'}  [{picked}]")
+          f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '-')}; load {load()}", flush=True)
+    speedups = [s for s in SPEEDUPS if keys is None or s[0] in keys]
+    threads = torch.get_num_threads()  # cpu_threads=auto changes it process-wide: every run starts from the same
+    runs: dict[str, list[list[float]]] = {}
+    loads: dict[str, list[float]] = {}
+    for round_ in range(rounds):
+        for key, on, off in speedups:
+            values = [on, off, "auto"]
+            for value in values[round_ % 3:] + values[:round_ % 3]:
+                name = f"{key}={value}"
+                pin = [f"cpu_threads={pinned_threads}"] if pinned_threads and key != "cpu_threads" else []
+                torch.set_num_threads(threads)
+                loads.setdefault(key, []).append(os.getloadavg()[0])
+                got = kit_run(model, steps, [name, *pin])
+                loads[key].append(os.getloadavg()[0])
+                runs.setdefault(name, []).append(got)
+                print(f"round {round_ + 1} {name}: step times {[round(t, 2) for t in got]} "
+                      f"({torch.get_num_threads()} threads; load {load()})", flush=True)
+    lines = [f"choices on {cls.label}: s/step as per-step best / median of {rounds} rounds x {steps - 1} steps "
+             f"(goal: auto <= {AUTO_GOAL:.2f}x the better fixed choice)"]
+    for key, on, off in speedups:
+        best = {v: per_step_best(runs[f"{key}={v}"]) for v in (on, off, "auto")}
+        median = {v: statistics.median(t for r in runs[f"{key}={v}"] for t in r) for v in (on, off, "auto")}
+        ratio = best["auto"] / min(best[on], best[off])
+        ratio_median = median["auto"] / min(median[on], median[off])
+        chosen = auto.get(key)
+        same = ""
+        if chosen is not None and str(chosen.value).lower() in (on, off):
+            same = f"; auto = {str(chosen.value).lower()} here (same code: their gap is the machine's noise)"
+        cells = "  ".join(f"{label}({v}) {best[v]:.3f} / {median[v]:.3f}"
+                          for label, v in (("on", on), ("off", off), ("auto", "auto")))
+        lines.append(f"  {key:22s} {cells}  auto/better {ratio:.3f} (median {ratio_median:.3f}) "
+                     f"{'ok' if ratio <= AUTO_GOAL else 'NOT within goal'}; load {min(loads[key]):.1f}-"
+                     f"{max(loads[key]):.1f}{same}")
+        lines.append(f"    [{chosen.line() if chosen else 'auto'}]")
     return lines
+
+
+def load() -> str:
+    """/proc/loadavg's three averages (1, 5, 15 minutes): how busy the shared machine was."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

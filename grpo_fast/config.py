@@ -177,8 +177,9 @@ class RunConfig(_Section):
     """CPU only: torch threads; `auto` uses the cores not busy with other jobs (sampled); unset: torch's."""
     cpu_autocast_training: bool | Literal["auto"] = False
     """CPU only: bf16 autocast for the training forward/backward, not for generation (keep bf16: false). `auto`:
-    on where the CPU has native bf16 (AVX512-BF16/AMX) and a short cached probe confirms it pays; emulated bf16
-    (AVX2-only CPUs) is several times slower than fp32."""
+    on where the CPU has native bf16 (AVX512-BF16/AMX) and a short cached probe of this run's training pass (its
+    model's layers, LoRA, micro-batch) finds it at least 1.1x faster; emulated bf16 (AVX2-only CPUs) is several
+    times slower than fp32, and a small micro-batch gains nothing even where bf16 is native."""
     shared_prefill: bool | Literal["auto"] = False
     """Compute each distinct prompt once per batch, in generation and in the training forward (without gradient
     checkpointing): its completions share one copy of its keys and values. `auto`: on (it removes work on any CPU)."""

@@ -5,8 +5,9 @@ On CPU a GRPO step is generation (prefill + decoding) plus the training forward 
 ``generate`` every prompt ``num_generations`` times, so the same prompt is prefilled once per completion.
 
 - ``autocast_training_pass``: bf16 autocast around the loss computation only (with ``bf16: false``, so
-  generation and sampling stay fp32). The training forward is the compute-bound part where bf16 pays, on CPUs
-  with native bf16 only: elsewhere it is emulated and slower than fp32 (``cpu_choice`` decides ``auto``).
+  generation and sampling stay fp32). bf16 can pay on CPUs with native bf16 only (elsewhere it is emulated and
+  slower than fp32), and only where the micro-batch has enough tokens to outweigh re-casting the frozen base
+  weights on every call (``cpu_choice`` decides ``auto`` with a probe of the training pass).
 - ``shared_prompt_prefill``: prefill each distinct prompt once, then copy its KV cache to the group's rows
   before decoding. Same tokens in, same distribution out; the prompt's prefill cost falls by the group size.
 - ``shared_prompt_training_forward``: the same for the training forward and backward: a group's completions
