@@ -46,19 +46,7 @@ def _read_file(path: Path) -> list[dict]:
     if not text.strip():
         raise UserError("dataset file is empty", str(path), "add rows, or point 'dataset' at another file")
     if suffix == ".jsonl":
-        rows = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise UserError(f"broken JSON: {err.msg}", f"{path}:{number}:{err.colno}",
-                                "fix or delete that line (one JSON object per line)") from None
-            if not isinstance(row, dict):
-                raise UserError("each JSONL line must be a JSON object", f"{path}:{number}", "wrap it as {...}")
-            rows.append(row)
-        return rows
+        return [row for _, row in jsonl_objects(text, path)]
     if suffix == ".csv":
         reader = csv.DictReader(text.splitlines())
         if not reader.fieldnames:
@@ -170,3 +158,22 @@ def split_holdout(rows: list[dict], n_eval: int, seed: int) -> tuple[list[dict],
     held = [rows[i] for i in order[:n_eval]]
     train = [rows[i] for i in order[n_eval:]]
     return train, held
+
+
+def jsonl_objects(text: str, path: Path, name: str = "JSONL line", example: str = "wrap it as {...}",
+                  of: str = "") -> list[tuple[int, dict]]:
+    """``(line number, object)`` per non-blank line of a JSONL text; a broken line is a UserError at file:line:column.
+    ``name``/``example``/``of`` word the messages for the file's kind (a dataset, a programs file)."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"broken JSON{of}: {err.msg}", f"{path}:{number}:{err.colno}",
+                            "fix or delete that line (one JSON object per line)") from None
+        if not isinstance(entry, dict):
+            raise UserError(f"each {name} must be a JSON object", f"{path}:{number}", example)
+        out.append((number, entry))
+    return out

@@ -14,12 +14,12 @@ messages use) or ``id`` (the row's id column), with the score the correctness re
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_fast.data import jsonl_objects
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe
 from grpo_fast.rewards import RewardSet
@@ -133,19 +133,8 @@ def read_lines(path: Path) -> list[tuple[str, dict]]:
         line = path.read_bytes()[: err.start].count(b"\n") + 1
         raise UserError(f"programs file is not UTF-8 ({err.reason})", f"{path}:{line}", "re-save it as UTF-8") \
             from None
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"broken JSON in programs file: {err.msg}", f"{path}:{number}:{err.colno}",
-                            "fix or delete that line (one JSON object per line)") from None
-        if not isinstance(entry, dict):
-            raise UserError("each line of a programs file must be a JSON object", f"{path}:{number}",
-                            'write {"row": 1, "program": "..."}')
-        out.append((f"{path}:{number}", entry))
+    out = [(f"{path}:{number}", entry) for number, entry in jsonl_objects(
+        text, path, "line of a programs file", 'write {"row": 1, "program": "..."}', " in programs file")]
     if not out:
         raise UserError("programs file has no programs", str(path), 'add lines like {"row": 1, "program": "..."}')
     return out
