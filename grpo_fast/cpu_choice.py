@@ -4,7 +4,7 @@
 bf16 autocast can pay only where the CPU computes bf16 natively (AVX512-BF16 or AMX on x86, the BF16 extension
 on Arm). Elsewhere torch emulates it and the training pass runs several times slower (measured 0.2x of fp32
 under AVX2). Native is not enough either: on the demo's small micro-batch the training pass gains nothing (0.97x
-on a Sapphire Rapids core) although a bare matmul runs 3-4x faster, because autocast re-casts the frozen LoRA
+on a Sapphire Rapids core) although a bare matmul runs 3-5x faster, because autocast re-casts the frozen LoRA
 base weights on every call (see ``cpu_probe``). So the choice is made from the CPU's capability (torch's and
 /proc/cpuinfo's flags) and confirmed by ``cpu_probe``, a short probe of the run's own training pass (its
 model's layer shapes, LoRA, micro-batch), run once per machine and shape (CPU, instruction-set limits, torch
@@ -27,9 +27,9 @@ from grpo_fast.cpu_probe import ProbeShape, run_probe, shape_for
 NO_NATIVE_BF16_ENV = "GRPO_FAST_CPU_NO_NATIVE_BF16"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 /proc/cpuinfo flags; Arm's is "bf16"
 # where bf16 is native, the probe must find the training pass at least this much faster than fp32. Not 1.0: the
-# probe runs one thread on cache-warm weights and reads bf16 a little better than a run does (demo shape on a
-# Sapphire Rapids core: probe 1.02-1.04x, the real pass 0.97x on one thread and 0.90x on two), and a gain under
-# 10% of the training pass is under 4% of a step, where fp32's precision is worth more.
+# probe runs one thread on cache-warm weights and reads bf16 better than a run does (Sapphire Rapids core, 8 x 64
+# tokens: probe 1.36-1.67x, the real pass 1.29-1.36x; the demo's 8 x 16: 0.95-1.05x, the pass 0.97x on one thread
+# and 0.90x on two), and a gain under 10% of the training pass (a third of a step) is under 4% of a step.
 PROBE_MIN = 1.1
 PROBE_FILE = "cpu_probe.json"
 PROBE_VERSION = "probe v2"  # v1 timed a bare MLP block: its cached answers do not describe the training pass

@@ -1,6 +1,6 @@
 """The bf16 probe: does bf16 autocast make *this run's training pass* faster on this CPU?
 
-It times what the training pass does, fp32 vs bf16 autocast, on one thread: decoder layers of the run's model
+It times what the training pass does, fp32 vs bf16 autocast, on one thread: a decoder layer of the run's model
 (frozen base weights with LoRA adapters, attention, norms) and its LM head with the log-softmax over the
 vocabulary, at the micro-batch's token count, with the group's shared prompt computed once as the kit's
 shared-prompt training forward does (two model calls per pass). The estimate for the whole pass is
@@ -52,8 +52,7 @@ class ProbeShape:
         lora = f"lora r{self.lora_r}" if self.lora_r else "full"
         prompt = f"{self.prompts}x{self.prompt_tokens} shared" if self.shared else f"{self.prompt_tokens} per row"
         return (f"{self.hidden}/{self.intermediate} h{self.heads}/{self.kv_heads}x{self.head_dim} L{self.layers} "
-                f"V{self.vocab} {lora}"
-                f" | {self.rows}x{self.completion_tokens} + prompt {prompt}")
+                f"V{self.vocab} {lora} | {self.rows}x{self.completion_tokens} + prompt {prompt}")
 
     def capped(self, max_tokens: int = MAX_TOKENS) -> ProbeShape:
         """The same pass with fewer rows where it has more than ``max_tokens`` completion tokens: bf16's
