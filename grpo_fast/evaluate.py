@@ -99,11 +99,15 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
     model.eval()
     try:
         set_seed(seed)
+        def with_tools(rows: Sequence[dict], **sampling: Any) -> list[Any]:
+            """The tool loop over ``rows``, generating as ``generate`` does with ``sampling``."""
+            return converse(lambda texts, budget: [g[0] for g in generate(
+                model, tokenizer, texts, max_new_tokens=budget, batch_size=batch_size, **sampling)], tokenizer,
+                rows, environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls)
+
         episodes = None
         if environment is not None:
-            episodes = converse(lambda texts, budget: [g[0] for g in generate(
-                model, tokenizer, texts, max_new_tokens=budget, batch_size=batch_size)], tokenizer, rows,
-                environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls)
+            episodes = with_tools(rows)
             greedy = [(e.messages, e.tokens) for e in episodes]
         else:
             greedy = [g[0] for g in generate(model, tokenizer, [r["prompt"] for r in rows],
@@ -118,10 +122,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
         set_seed(seed)
         flat_rows = [r for r in rows for _ in range(n)]
         if environment is not None:
-            flat_texts: list[Any] = [e.messages for e in converse(lambda texts, budget: [g[0] for g in generate(
-                model, tokenizer, texts, greedy=False, max_new_tokens=budget, temperature=temperature,
-                batch_size=batch_size)], tokenizer, flat_rows, environment, max_new_tokens=max_new_tokens,
-                max_iterations=max_tool_calls)]
+            flat_texts: list[Any] = [e.messages for e in with_tools(flat_rows, greedy=False, temperature=temperature)]
         else:
             sampled = generate(model, tokenizer, [r["prompt"] for r in rows], n=n, greedy=False,
                                max_new_tokens=max_new_tokens, temperature=temperature,

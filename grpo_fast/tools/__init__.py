@@ -11,6 +11,7 @@ from typing import Any
 
 from grpo_fast.errors import UserError
 from grpo_fast.references import load_object
+from grpo_fast.tools.chat import is_tool_name
 from grpo_fast.tools.python import PythonSession
 
 __all__ = ["PythonSession", "environment_class"]
@@ -26,8 +27,7 @@ def environment_class(cfg: Any, recipe: Any) -> Any | None:
     if not callable(cls):
         raise UserError(f"environment {ref!r} is not a class or factory", where,
                         "name a class whose methods are the tools (see docs/tools.md)")
-    tools = [n for n in dir(cls) if not n.startswith("_") and n not in ("reset", "get_reward")
-             and callable(getattr(cls, n))]
+    tools = [n for n in dir(cls) if is_tool_name(n) and callable(getattr(cls, n))]
     if not callable(getattr(cls, "reset", None)) or not tools:
         raise UserError(f"environment {ref!r} needs a reset(**row) method and at least one public method (a tool)",
                         where, "add `def reset(self, **row): ...` and a documented method per tool (docs/tools.md)")

@@ -82,9 +82,13 @@ def tool_schemas(tools: list[Any]) -> list[dict[str, Any]]:
     return [get_json_schema(t) for t in tools]
 
 
+def is_tool_name(name: str) -> bool:
+    """TRL's rule for an environment's methods: public ones are tools, but ``reset`` and ``get_reward``."""
+    return not name.startswith("_") and name not in ("reset", "get_reward")
+
+
 def environment_tools(env: Any) -> list[Any]:
-    """The tools an environment object offers, by TRL's rule: its public methods but ``reset`` and ``get_reward``."""
+    """The tools an environment object offers (``is_tool_name``)."""
     import inspect
 
-    return [member for name, member in inspect.getmembers(env, predicate=inspect.ismethod)
-            if not name.startswith("_") and name not in ("reset", "get_reward")]
+    return [member for name, member in inspect.getmembers(env, predicate=inspect.ismethod) if is_tool_name(name)]
