@@ -19,8 +19,9 @@ class RunLogger(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
-                 stage: str | None = None, resume_step: int | None = None):
+                 stage: str | None = None, resume_step: int | None = None, label: str = "GRPO"):
         self.run_dir = Path(run_dir)
+        self.label = label
         self.resume_step = resume_step
         self.step_offset = step_offset
         self.stage = stage
@@ -45,7 +46,7 @@ class RunLogger(TrainerCallback):
             truncate_step_logs(self.run_dir, self.resume_step)
             (self.run_dir / rundir.SUMMARY).unlink(missing_ok=True)
         if state.is_world_process_zero:
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="GRPO", unit="step",
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=self.label, unit="step",
                             dynamic_ncols=True)
 
     def on_step_end(self, args, state, control, **kwargs):

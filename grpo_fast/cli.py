@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="run `grpo-fast COMMAND --help` for its options and examples")
     train = sub.add_parser("train", help="train a recipe or a YAML config (no argument: the CPU demo)")
     train.add_argument("target", nargs="?",
-                       help="recipe name (demo, math, code, qa, summarization) or a YAML file; none: the demo")
+                       help="recipe name (`grpo-fast recipes` lists them) or a YAML file; none: the demo")
     train.add_argument("overrides", nargs="*", help="key=value overrides of any config or GRPOConfig key")
     train.add_argument("--dry-run", action="store_true", help="check config, data, rewards and memory; load no weights")
     train.add_argument("--force", action="store_true", help="train even if the reward gold self-test fails")

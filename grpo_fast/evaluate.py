@@ -16,7 +16,8 @@ from typing import Any
 from grpo_fast import make_callable, rundir
 from grpo_fast.errors import UserError
 from grpo_fast.rewards import RewardSet, score_rows
-from grpo_fast.tools.loop import conversation_text, converse
+from grpo_fast.rewards.base import transcript
+from grpo_fast.tools.loop import converse
 
 EVAL_FILE = rundir.EVAL_FILE
 # Metrics ``compare`` puts side by side, in table order; ``pass@k`` keys are added by name.
@@ -140,7 +141,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
         calls = sum(e.tool_calls for e in episodes)
         tools = {"tool_use": sum(e.tool_calls > 0 for e in episodes) / len(rows), "tool_calls": calls / len(rows),
                  "tool_errors": sum(e.tool_errors for e in episodes) / calls if calls else 0.0}
-        texts = [conversation_text(t) for t in texts]
+        texts = [transcript(t) for t in texts]
     return {
         "rows": len(rows),
         **tools,
@@ -223,7 +224,7 @@ def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
 
 def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: int | None = None,
                  max_new_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 limit: int | None = None, batch_size: int = 16) -> dict[str, Any]:
+                 limit: int | None = None, batch_size: int | None = None) -> dict[str, Any]:
     """Evaluate the base model and the run's adapter on the run's held-out rows; write ``eval.json``.
 
         grpo_fast.evaluate("runs/demo-20261203-101500")          # or a Run from grpo_fast.train / load
@@ -231,9 +232,14 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
 
     The run directory holds what this needs: config.yaml (rewards, settings) and heldout.jsonl (the rows
     training never saw). Unset options default to the run's own settings (eval_k, max_completion_length,
-    temperature, seed).
+    temperature, seed). ``batch_size``: prompts generated together (default 64 on CPU, where bigger batches
+    amortise each decoding step's overhead, 16 on a GPU). On CPU the adapter is merged for the trained model's
+    generation when the run's ``merged_generation`` is on, as in training.
     """
+    import torch
+
     from grpo_fast import quiet_libraries
+    from grpo_fast.cpu_speed import merged_lora_generation
     from grpo_fast.prepare import run_rewards
     from grpo_fast.recipes import get_recipe
     from grpo_fast.resolve import resolve_config
@@ -253,7 +259,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         "max_new_tokens": max_new_tokens or int(cfg.args.max_completion_length),
         "temperature": temperature if temperature is not None else float(cfg.args.temperature),
         "seed": cfg.seed if seed is None else seed,
-        "batch_size": batch_size,
+        "batch_size": batch_size or (16 if torch.cuda.is_available() else 64),
     }
     environment = environment_class(cfg, recipe)
     if environment is not None:
@@ -263,7 +269,10 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
     with base_view() as base_model:
         base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
+    # after the base's pass, which runs with the adapter off
+    merged = bool(cfg.merged_generation) and not torch.cuda.is_available() and merged_lora_generation(model)
     trained = evaluate(model, tokenizer, rows, rewards, **settings)
+    settings["merged_generation"] = merged
     if environment is not None:
         settings["environment"] = cfg.environment or recipe.environment
     result = {

@@ -1,6 +1,7 @@
 """Talk to a trained run: ``grpo-fast chat RUN_DIR`` (interactive, streamed) and ``grpo-fast generate``.
 
-The recipe's system prompt is applied, as in training, so the model sees the format it was rewarded for.
+The recipe's system prompt is applied, as in training, so the model sees the format it was rewarded for; a run
+that trained with tools talks with them (the same tool loop as training and evaluation, calls run in the sandbox).
 On a CUDA machine with vLLM the adapter is served by vLLM (through Unsloth's ``fast_generate`` when Unsloth
 is there too); otherwise transformers + peft generate, which works everywhere.
 """
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grpo_fast.errors import UserError
+from grpo_fast.rewards.base import transcript
 from grpo_fast.rundir import Run
+from grpo_fast.tools.loop import Episode
 
 ENGINES = ("auto", "transformers", "vllm", "unsloth")
 EXIT_WORDS = ("/exit", "/quit")
@@ -99,6 +102,25 @@ def system_prompt(info: Run) -> str | None:
         return None
 
 
+def run_environment(info: Run) -> tuple[Any, int]:
+    """The environment class a run trained with (None without tools) and its limit of tool-call rounds."""
+    from grpo_fast.recipes import get_recipe
+
+    try:
+        recipe = get_recipe(info.recipe)
+    except UserError:
+        return None, 0
+    ref = info.config.get("environment") or recipe.environment
+    if not ref or ref == "none":
+        return None, 0
+    from grpo_fast import rundir
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.tools import environment_class
+
+    cfg = resolve_config(str(info.path / rundir.CONFIG))
+    return environment_class(cfg, recipe), int(cfg.args.max_tool_calling_iterations or 4)
+
+
 def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:
     """A prompt (text or chat list) as chat messages, with the system prompt unless one is there."""
     messages = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
@@ -108,19 +130,25 @@ def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:
 
 
 class Generator:
-    """Base model + the run's LoRA adapter behind one ``generate(list of chats) -> list of str``."""
+    """Base model + the run's LoRA adapter behind one ``generate(list of chats) -> list of str``; with the run's
+    tools, ``converse`` runs the tool loop instead."""
 
     def __init__(self, info: Run, engine: Engine, *, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0):
         self.info, self.engine = info, engine
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.system = system_prompt(info)
+        self.environment, self.max_tool_calls = run_environment(info)
         if engine.name == "transformers":
             self._load_transformers()
         elif engine.name == "unsloth":
             self._load_unsloth()
         else:
             self._load_vllm()
+        if self.environment is not None:
+            from grpo_fast.tools.chat import use_tool_template
+
+            use_tool_template(self.tokenizer, str(info.config.get("model") or "the model"))
 
     # -- loading
     def _load_transformers(self) -> None:
@@ -173,32 +201,35 @@ class Generator:
         return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
 
     def generate(self, chats: list[list[dict[str, str]]], batch_size: int = 8) -> list[str]:
-        texts = [self.render(c) for c in chats]
-        if self.engine.name != "transformers":
-            return self._generate_vllm(texts)
-        import torch
+        return [text for text, _ in self.complete([self.render(c) for c in chats], batch_size=batch_size)]
 
-        out: list[str] = []
-        for i in range(0, len(texts), batch_size):
-            enc = self.tokenizer(texts[i:i + batch_size], return_tensors="pt", padding=True,
-                                 add_special_tokens=False).to(self.model.device)
-            with torch.no_grad():
-                ids = self.model.generate(**enc, max_new_tokens=self.max_new_tokens,
-                                          pad_token_id=self.tokenizer.pad_token_id, **self._sampling_kwargs())
-            new = ids[:, enc["input_ids"].shape[1]:]
-            out += self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        return out
+    def complete(self, texts: list[str], max_new_tokens: int | None = None,
+                 batch_size: int = 8) -> list[tuple[str, int]]:
+        """Rendered prompts -> (reply, generated tokens), each reply cut at the end of its turn."""
+        budget = max_new_tokens or self.max_new_tokens
+        if self.engine.name == "transformers":
+            from grpo_fast.evaluate import generate
 
-    def _generate_vllm(self, texts: list[str]) -> list[str]:
+            return [group[0] for group in generate(self.model, self.tokenizer, texts, greedy=self.temperature <= 0,
+                                                   temperature=self.temperature, max_new_tokens=budget,
+                                                   batch_size=batch_size)]
         from vllm import SamplingParams
 
-        params = SamplingParams(temperature=max(self.temperature, 0.0), top_p=self.top_p,
-                                max_tokens=self.max_new_tokens)
+        params = SamplingParams(temperature=max(self.temperature, 0.0), top_p=self.top_p, max_tokens=budget)
         if self.engine.name == "unsloth":
             outputs = self.model.fast_generate(texts, sampling_params=params, lora_request=self.lora_request)
         else:
             outputs = self.llm.generate(texts, params, lora_request=self.lora_request)
-        return [o.outputs[0].text for o in outputs]
+        return [(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outputs]
+
+    def converse(self, chats: list[list[dict[str, Any]]], envs: list[Any] | None = None) -> list[Episode]:
+        """The tool loop over ``chats`` (system prompt already in them): one environment per chat, fresh unless
+        ``envs`` gives them (a chat keeps its own across turns, as one episode keeps its interpreter)."""
+        from grpo_fast.tools.loop import converse
+
+        return converse(lambda texts, budget: self.complete(texts, budget), self.tokenizer,
+                        [{"prompt": c} for c in chats], self.environment, max_new_tokens=self.max_new_tokens,
+                        max_iterations=self.max_tool_calls, envs=envs)
 
     def stream(self, messages: list[dict[str, str]], out: TextIO) -> str:
         """Generate one reply, printing tokens as they come (transformers); vLLM prints the whole reply."""
@@ -271,8 +302,13 @@ def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path
     info = Run.open(run_dir, lora=True)
     prompts = read_prompts(prompts_file)
     gen = Generator(info, select_engine(engine), max_new_tokens=max_new_tokens, temperature=temperature)
-    completions = gen.generate([as_messages(p, gen.system) for p in prompts], batch_size=batch_size)
-    records = [{"prompt": p, "completion": c} for p, c in zip(prompts, completions)]
+    chats = [as_messages(p, gen.system) for p in prompts]
+    if gen.environment is not None:  # the completion as a transcript; its messages, tool calls included, beside it
+        records = [{"prompt": p, "completion": transcript(e.messages), "messages": e.messages,
+                    "tool_calls": e.tool_calls, "tool_errors": e.tool_errors}
+                   for p, e in zip(prompts, gen.converse(chats))]
+    else:
+        records = [{"prompt": p, "completion": c} for p, c in zip(prompts, gen.generate(chats, batch_size=batch_size))]
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if out:
         rundir.atomic_write(Path(out).expanduser(), text)
@@ -282,10 +318,14 @@ def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path
 
 
 def chat_loop(gen: Generator, lines: Iterable[str], out: TextIO) -> int:
-    """Read user lines until EOF or /exit; keep the conversation; /reset clears it. Returns turns answered."""
-    history: list[dict[str, str]] = []
+    """Read user lines until EOF or /exit; keep the conversation; /reset clears it. Returns turns answered.
+    With the run's tools, each reply runs the tool loop and shows its calls and their output; the conversation
+    keeps one tool environment until /reset."""
+    history: list[dict[str, Any]] = []
     turns = 0
-    out.write(f"chatting with {gen.info.path} ({gen.engine.name}); /reset clears, /exit or Ctrl-D quits\n")
+    env = fresh_environment(gen)
+    tools = f", tools from {gen.environment.__name__}" if env is not None else ""
+    out.write(f"chatting with {gen.info.path} ({gen.engine.name}{tools}); /reset clears, /exit or Ctrl-D quits\n")
     out.write("> ")
     out.flush()
     for raw in lines:
@@ -294,18 +334,34 @@ def chat_loop(gen: Generator, lines: Iterable[str], out: TextIO) -> int:
             break
         if line == "/reset":
             history = []
+            env = fresh_environment(gen)
             out.write("(conversation cleared)\n> ")
             out.flush()
             continue
         if line:
             history.append({"role": "user", "content": line})
-            reply = gen.stream(as_messages(history, gen.system), out)
-            history.append({"role": "assistant", "content": reply})
+            if env is not None:
+                episode = gen.converse([as_messages(history, gen.system)], envs=[env])[0]
+                out.write(transcript(episode.messages) + "\n")
+                out.flush()
+                history += episode.messages
+            else:
+                reply = gen.stream(as_messages(history, gen.system), out)
+                history.append({"role": "assistant", "content": reply})
             turns += 1
         out.write("> ")
         out.flush()
     out.write("\n")
     return turns
+
+
+def fresh_environment(gen: Generator) -> Any:
+    """A new tool environment for a conversation (None when the run has no tools)."""
+    if gen.environment is None:
+        return None
+    env = gen.environment()
+    env.reset()
+    return env
 
 
 def _stdin_lines() -> Iterable[str]:

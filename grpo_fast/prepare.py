@@ -15,6 +15,8 @@ from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import failing_gold
+from grpo_fast.tools import environment_class
+from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
 
 
 @dataclass
@@ -28,6 +30,8 @@ class Prepared:
     eval_rows: list[dict]
     tokenizer: Any
     report: list[str] = field(default_factory=list)
+    tools: list[dict] | None = None
+    """JSON schemas of the environment's tools, as the chat template shows them in every prompt (None: no tools)."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -49,11 +53,12 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     data.validate_rows(rows, recipe.required, origin)
     rows, duplicates = data.dedupe(rows)
     tokenizer = models.load_tokenizer(cfg.model)
-    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens)
+    tools = tool_list(cfg, recipe, tokenizer, report)
+    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
         wanted = recipe.holdout(cfg, rows) if wants_holdout(cfg) else []
-        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens)
+        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
                 raise UserError(f"eval_rows={cfg.eval_rows} but recipe {recipe.name} has only {len(eval_rows)} "
@@ -83,7 +88,20 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
         report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full "
                       f"'{rewards.correctness}'")
     report.append(memory_line(cfg, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools)
+
+
+def tool_list(cfg: RunConfig, recipe: Recipe, tokenizer: Any, report: list[str]) -> list[dict] | None:
+    """The tools' schemas when the run has an environment, with the tokenizer made to render and parse calls
+    (a model whose template cannot is refused here, before any weights load)."""
+    env = environment_class(cfg, recipe)
+    if env is None:
+        return None
+    template = use_tool_template(tokenizer, cfg.model)
+    schemas = tool_schemas(environment_tools(env()))
+    names = ", ".join(s["function"]["name"] for s in schemas)
+    report.append(f"tools: {names} from {cfg.environment or recipe.environment}; chat template: {template}")
+    return schemas
 
 
 def wants_holdout(cfg: RunConfig) -> bool:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_fast import checkpoints, trackers
 from grpo_fast.config import Stage
 from grpo_fast.models import LoadedModel
 from grpo_fast.prepare import Prepared
+
+if TYPE_CHECKING:
+    from grpo_fast.callbacks import RunLogger
 
 
 @dataclass
@@ -69,9 +72,9 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     cfg = stage.cfg
     out = checkpoints.output_dir(run_dir, stage.name if staged else None)
     logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None,
-                       resume_step=resume_step)
+                       resume_step=resume_step, label="SFT" if stage.sft else "GRPO")
     if stage.sft:
-        return StageResult(sft_warmup(prep, loaded, out, [logger]))
+        return StageResult(sft_warmup(prep, loaded, out, logger))
     monitor = HealthMonitor.for_run(run_dir, cfg.health, prep.rewards, cfg.on_alarm) if cfg.health.enabled else None
     adaptive = None
     if cfg.adaptive_rewards:
@@ -96,7 +99,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     return StageResult(trainer.state.global_step, monitor, cpu_choices)
 
 
-def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: list) -> int:
+def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, logger: RunLogger) -> int:
     """Supervised steps on (prompt, gold answer) pairs to prime the format; returns the steps taken. A recipe's
     ``demonstration`` gives whole completions instead (tool calls and their replies), shown with the tools' schemas
     in the prompt as the GRPO stage will show them."""
@@ -105,12 +108,8 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: li
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from grpo_fast.tools import environment_class
-    from grpo_fast.tools.chat import environment_tools, tool_schemas
-
     cfg, recipe = prep.cfg, prep.recipe
-    env = environment_class(cfg, recipe)
-    tools = json.dumps(tool_schemas(environment_tools(env()))) if env else None
+    tools = json.dumps(prep.tools) if prep.tools is not None else None
 
     def completion(row: dict) -> list[dict] | None:
         if recipe.demonstration is not None:
@@ -125,6 +124,7 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, callbacks: li
     args = SFTConfig(output_dir=str(out_dir), seed=cfg.seed, report_to="none", logging_steps=1,
                      save_strategy="no", **{k: cfg.grpo[k] for k in shared if k in cfg.grpo})
     trainer = SFTTrainer(model=loaded.model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=loaded.tokenizer, callbacks=callbacks)
+                         processing_class=loaded.tokenizer, callbacks=[logger])
+    logger.attach(trainer)  # its progress bar replaces transformers' dict dumps
     trainer.train()
     return trainer.state.global_step

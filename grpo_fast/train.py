@@ -20,7 +20,6 @@ from grpo_fast.errors import UserError
 from grpo_fast.prepare import Prepared, prepare
 from grpo_fast.resolve import resolve_config
 from grpo_fast.stages import run_stage
-from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import use_tool_template
 
 # Keys a checkpoint depends on: resuming with another value would train a different model.
@@ -58,10 +57,8 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     if main:
         print("\n".join(preps[0].report), flush=True)
     loaded = models.load_model(cfg)
-    if environment_class(cfg, preps[0].recipe) is not None:
-        template = use_tool_template(loaded.tokenizer, cfg.model)
-        if main:
-            print(f"tools: {cfg.environment or preps[0].recipe.environment}; chat template: {template}", flush=True)
+    if preps[0].tools is not None:
+        use_tool_template(loaded.tokenizer, cfg.model)  # as prepare did on its own tokenizer (and said so)
     if cfg.difficulty_filter:
         difficulty_filter(preps, loaded, cfg.difficulty_filter)
     run_dir = open_run_dir(cfg, preps[0], point)

@@ -115,7 +115,7 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     result = evaluate_run(run, k=2)
     assert json.loads((run / EVAL_FILE).read_text()) == json.loads(json.dumps(result))
     assert result["settings"] == {"k": 2, "n": 2, "max_new_tokens": 4, "temperature": 1.0, "seed": 42,
-                                  "batch_size": 16}
+                                  "batch_size": 64, "merged_generation": True}
     assert result["base"]["rows"] == result["trained"]["rows"] == 4
     assert [r["metric"] for r in result["comparison"]][:3] == ["accuracy", "score", "format"]
     assert result["base"]["examples"][0]["prompt"] == result["trained"]["examples"][0]["prompt"]
@@ -128,6 +128,12 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     expected = [g[0][0] for g in generate(plain, tok, [r["prompt"] for r in rows], max_new_tokens=4)]
     assert base_texts == expected
+    # The trained side, generated on merged weights, is what peft's own (unmerged) adapter generates.
+    from peft import PeftModel
+
+    unmerged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), run / "adapter")
+    expected = [g[0][0] for g in generate(unmerged, tok, [r["prompt"] for r in rows], max_new_tokens=4)]
+    assert [e["completion"] for e in result["trained"]["examples"]] == expected
 
 
 def test_evaluate_run_refuses_a_folder_that_is_not_a_run(tmp_path):

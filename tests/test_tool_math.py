@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,9 @@ from grpo_fast.errors import UserError
 from grpo_fast.recipes import get_recipe
 from grpo_fast.recipes.tool_math import demonstration, final_answer_correct, make_rows, python_ran
 from grpo_fast.resolve import resolve_config
+from grpo_fast.rewards.base import transcript
 from grpo_fast.tools import PythonSession, environment_class
-from grpo_fast.tools.loop import conversation_text, converse, parse_reply
+from grpo_fast.tools.loop import converse, parse_reply
 
 GOLD = "14090181"
 
@@ -112,6 +114,26 @@ def test_a_model_without_a_tool_template_is_refused_clearly(tiny_model_dir) -> N
     assert "cannot do tool calls" in err.value.what and "config key 'model'" in err.value.where
 
 
+def test_prepare_counts_the_tool_list_in_prompt_tokens_and_refuses_early(tiny_model_dir) -> None:
+    """The tools' schemas are part of every prompt: the lengths (and the drop limit) must count them; a model
+    whose template cannot do tool calls is refused before any weights load (``--dry-run`` says it too)."""
+    from grpo_fast import data
+    from grpo_fast.models import load_tokenizer
+    from grpo_fast.prepare import prepare
+
+    prep = prepare(resolve_config("tool_math", {"eval_rows": 8}))
+    assert prep.tools and prep.tools[0]["function"]["name"] == "python"
+    assert any(line.startswith("tools: python from grpo_fast.tools.python:PythonSession") for line in prep.report)
+    bare = data.prompt_lengths(prep.train_rows[:4], load_tokenizer(None))
+    seen = data.prompt_lengths(prep.train_rows[:4], prep.tokenizer, prep.tools)
+    assert all(s > b + 40 for s, b in zip(seen, bare)), (bare, seen)
+    line = next(x for x in prep.report if x.startswith("prompt tokens"))
+    assert f"max {max(seen)}" in line
+    with pytest.raises(UserError) as err:
+        prepare(resolve_config("tool_math", {"eval_rows": 8, "model": str(tiny_model_dir)}))
+    assert "cannot do tool calls" in err.value.what
+
+
 def scripted(replies: dict[str, list[str]]):
     """A stand-in for the model: the next scripted reply for each conversation, found by its question."""
     def generate(texts: list[str], budget: int) -> list[tuple[str, int]]:
@@ -141,7 +163,7 @@ def test_the_loop_runs_real_sandboxed_calls_with_state_per_conversation(tool_tok
     assert first.messages[-1] == {"role": "assistant", "content": "14090181"}
     assert "NameError" in second.messages[1]["content"] and second.messages[-1]["content"] == "no idea"
     assert third.messages[3]["content"] == "4\n" and third.tool_calls == 2
-    assert "[call python(code='print(x)')]" in conversation_text(first.messages)
+    assert "[call python(code='print(x)')]" in transcript(first.messages)
 
 
 def test_the_loop_stops_at_its_iteration_limit_and_token_budget(tool_tokenizer) -> None:
@@ -152,6 +174,27 @@ def test_the_loop_stops_at_its_iteration_limit_and_token_budget(tool_tokenizer) 
     episodes = converse(scripted({"Q?": [call("1")] * 10}), tool_tokenizer, rows, PythonSession,
                         max_new_tokens=3, max_iterations=5)
     assert episodes[0].tool_calls == 0 and episodes[0].tokens >= 3
+
+
+def test_the_loop_counts_tool_replies_in_the_budget_as_trl_does(tool_tokenizer) -> None:
+    """TRL's rule: every token after the prompt counts, the tool's reply included; a reply that does not fit is
+    dropped and the conversation ends on its call (the model never sees it), so evaluation cannot show a model
+    tool output that training would have withheld."""
+    rows = [{"prompt": [{"role": "user", "content": "Q?"}]}]
+    budgets: list[int] = []
+    script = scripted({"Q?": [call("print(7 * 6)"), "42"]})
+
+    def generate(texts: list[str], budget: int) -> list[tuple[str, int]]:
+        budgets.append(budget)
+        return script(texts, budget)
+
+    episode = converse(generate, tool_tokenizer, rows, PythonSession, max_new_tokens=200, max_iterations=2)[0]
+    assert [m["role"] for m in episode.messages] == ["assistant", "tool", "assistant"]
+    first_reply = len(call("print(7 * 6)").split()) + 1  # what the scripted model says it generated
+    assert len(budgets) == 2 and budgets[0] == 200 and 1 <= budgets[1] < 200 - first_reply - 3  # reply counted
+    long = converse(scripted({"Q?": [call("print('x' * 400)"), "done"]}), tool_tokenizer, rows, PythonSession,
+                    max_new_tokens=60, max_iterations=2)[0]
+    assert long.tool_calls == 1 and [m["role"] for m in long.messages] == ["assistant"]  # ran, reply dropped
 
 
 # --------------------------------------------------------------------------- config
@@ -186,7 +229,7 @@ def test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools(in_tmp) ->
     sandbox), then the held-out evaluation runs the same loop."""
     from grpo_fast.train import train
 
-    result = train("tool_math", eval_rows=8, max_completion_length=64, num_generations=4,
+    result = train("tool_math", eval_rows=8, num_generations=4,
                    per_device_train_batch_size=4, stages=[
                        {"name": "warmup", "sft": True, "max_steps": 16, "learning_rate": 1e-3},
                        {"name": "grpo", "max_steps": 2}])
@@ -197,3 +240,23 @@ def test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools(in_tmp) ->
     ev = result.evaluation
     assert ev["settings"]["environment"] == "grpo_fast.tools.python:PythonSession"
     assert ev["trained"]["tool_use"] > 0 and "[call python(" in ev["trained"]["examples"][0]["completion"]
+    samples = [json.loads(line) for line in (result.path / "samples.jsonl").read_text().splitlines()]
+    assert any("[call python(" in s["completion"] and "[python -> " in s["completion"] for s in samples)
+
+    # chat and generate run the same loop with the trained adapter: calls in the sandbox, outputs shown
+    import io
+
+    from grpo_fast import infer
+    from grpo_fast.rundir import Run
+
+    prompts = in_tmp / "prompts.txt"
+    prompts.write_text("What is 4837 * 2913?\nWhat is 1234 * 5678?\n")
+    records = infer.generate_file(result.path, prompts, in_tmp / "out.jsonl", engine="transformers",
+                                  max_new_tokens=96)
+    assert [json.loads(line) for line in (in_tmp / "out.jsonl").read_text().splitlines()] == records
+    assert all(r["tool_calls"] >= 1 and r["messages"][0].get("tool_calls") for r in records), records
+    assert all(re.search(r"\[python -> \d+\]", r["completion"]) for r in records), records  # ran, printed a number
+    gen = infer.Generator(Run.open(result.path, lora=True), infer.select_engine("transformers"), max_new_tokens=96)
+    out = io.StringIO()
+    assert infer.chat_loop(gen, ["What is 4837 * 2913?", "/exit"], out) == 1
+    assert "tools from PythonSession" in out.getvalue() and re.search(r"\[python -> \d+\]", out.getvalue())

@@ -89,6 +89,29 @@ def completion_text(completion: Any) -> str:
     return _messages_text(completion, lambda m: m.get("role", "assistant") == "assistant", all_if_none=True)
 
 
+def transcript(completion: Any) -> str:
+    """A completion as a reader should see it (samples, reports): with its tool calls and the tools' replies
+    in brackets when it is a tool conversation, else ``completion_text``."""
+    if isinstance(completion, str) or not isinstance(completion, Sequence):
+        return completion_text(completion)
+    messages = [m for m in completion if isinstance(m, dict)]
+    if not any(m.get("tool_calls") or m.get("role") == "tool" for m in messages):
+        return completion_text(completion)
+    lines = []
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", call)
+            arguments = fn.get("arguments")
+            shown = (", ".join(f"{k}={v!r}" for k, v in arguments.items()) if isinstance(arguments, dict)
+                     else repr(arguments))
+            lines.append(f"[call {fn.get('name')}({shown})]")
+        if m.get("role") == "tool":
+            lines.append(f"[{m.get('name', 'tool')} -> {content_to_text(m.get('content')).strip()[:300]}]")
+        elif text := content_to_text(m.get("content")).strip():
+            lines.append(text)
+    return "\n".join(lines)
+
+
 def completion_texts(completions: Sequence[Any] | None) -> list[str]:
     return [completion_text(c) for c in (completions or [])]
 

@@ -252,13 +252,13 @@ class Batch:
 
 def last_batch(funcs: Sequence[Any]) -> Batch | None:
     """The batch every guarded reward scored last (None before the first step)."""
-    from grpo_fast.rewards.base import completion_text
+    from grpo_fast.rewards.base import transcript
 
     guards = [f for f in funcs if isinstance(f, GuardedReward) and f.last is not None]
     if not guards:
         return None
     prompts, completions, _ = guards[0].last
-    return Batch(guards[0].calls, list(prompts), [completion_text(c) for c in completions],
+    return Batch(guards[0].calls, list(prompts), [transcript(c) for c in completions],
                  {g.__name__: list(g.last[2]) for g in guards})
 
 

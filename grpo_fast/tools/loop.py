@@ -60,36 +60,57 @@ def call_tool(tools: dict[str, Callable[..., Any]], call: dict[str, Any]) -> tup
 
 
 def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]], make_env: Callable[[], Any], *,
-             max_new_tokens: int, max_iterations: int = 4) -> list[Episode]:
-    """Run every row's prompt through the tool loop, batched across rows; one fresh environment per row."""
-    envs = [make_env() for _ in rows]
-    for env, row in zip(envs, rows):
-        env.reset(**{k: v for k, v in row.items() if k != "prompt"})
+             max_new_tokens: int, max_iterations: int = 4, envs: Sequence[Any] | None = None) -> list[Episode]:
+    """Run every row's prompt through the tool loop, batched across rows; one fresh environment per row, reset
+    with the row's columns, unless ``envs`` gives one per row to use as they are (a chat's, kept across turns).
+
+    The budget is TRL's: ``max_new_tokens`` counts every token after the prompt, the tools' replies included; a
+    reply that would not fit is dropped and the conversation ends on its call, as in training."""
+    if envs is None:
+        envs = [make_env() for _ in rows]
+        for env, row in zip(envs, rows):
+            env.reset(**{k: v for k, v in row.items() if k != "prompt"})
     tools = [{t.__name__: t for t in environment_tools(env)} for env in envs]
     schemas = tool_schemas(list(tools[0].values())) if tools else []
+
+    def tokens(messages: list[dict[str, Any]]) -> int:
+        return len(tokenizer.apply_chat_template(messages, tools=schemas, add_generation_prompt=True, tokenize=True,
+                                                 return_dict=True)["input_ids"])
+
     episodes = [Episode() for _ in rows]
+    used = [0] * len(rows)  # tokens after the prompt so far: generated and tool replies
     active = list(range(len(rows)))
     for round_ in range(max_iterations + 1):
         texts = [tokenizer.apply_chat_template([*rows[i]["prompt"], *episodes[i].messages], tools=schemas,
                                                add_generation_prompt=True, tokenize=False) for i in active]
-        budget = min(max_new_tokens - episodes[i].tokens for i in active)
+        budget = max(max_new_tokens - used[i] for i in active)
         replies = generate(texts, max(1, budget))
         calling = []
         for i, (text, length) in zip(active, replies):
             episode = episodes[i]
+            room = max_new_tokens - used[i]
+            if length > room:  # a batch shares the largest budget: cut this reply to its own, as TRL does
+                text, length = cut(tokenizer, text, room), room
             episode.tokens += length
+            used[i] += length
             message = parse_reply(tokenizer, text)
             episode.messages.append(message)
-            if episode.tokens >= max_new_tokens:
-                episode.clipped = "tool_calls" not in message and length >= budget
+            if used[i] >= max_new_tokens:
+                episode.clipped = "tool_calls" not in message
                 continue
             if "tool_calls" not in message or round_ == max_iterations:  # TRL's limit: the last call is not run
                 continue
+            replies_of_tools = []
             for call in message["tool_calls"]:
                 content, failed = call_tool(tools[i], call)
                 episode.tool_calls += 1
                 episode.tool_errors += failed
-                episode.messages.append({"role": "tool", "name": call["function"]["name"], "content": content})
+                replies_of_tools.append({"role": "tool", "name": call["function"]["name"], "content": content})
+            after = tokens([*rows[i]["prompt"], *episode.messages, *replies_of_tools]) - tokens(rows[i]["prompt"])
+            if after > max_new_tokens:  # the replies do not fit: dropped, the conversation ends (TRL's rule)
+                continue
+            episode.messages += replies_of_tools
+            used[i] = after
             calling.append(i)
         active = calling
         if not active:
@@ -97,16 +118,7 @@ def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]],
     return episodes
 
 
-def conversation_text(messages: Sequence[dict[str, Any]]) -> str:
-    """A completion's messages as readable lines for samples and the report."""
-    lines = []
-    for m in messages:
-        for call in m.get("tool_calls") or []:
-            fn = call["function"]
-            args = ", ".join(f"{k}={v!r}" for k, v in fn["arguments"].items())
-            lines.append(f"[call {fn['name']}({args})]")
-        if m.get("role") == "tool":
-            lines.append(f"[{m.get('name', 'tool')} -> {str(m.get('content', '')).strip()[:300]}]")
-        elif m.get("content"):
-            lines.append(str(m["content"]))
-    return "\n".join(lines)
+def cut(tokenizer: Any, text: str, limit: int) -> str:
+    """``text`` cut to its first ``limit`` tokens."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return text if len(ids) <= limit else tokenizer.decode(ids[:limit])
