@@ -250,6 +250,9 @@ def build_tool_caller(folder: Path) -> dict[str, Any]:
 def tool_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One backend in this process: tool_math's GRPO stage through TRL's tool loop with the sandboxed python tool;
     TRL's tool metrics and the kit's python_ran reward, averaged over the steps."""
+    from grpo_fast import models
+
+    models.preimport_unsloth(spec["backend"])  # before transformers and trl, as `grpo-fast train` does
     from grpo_fast.recipes.tool_math import ENVIRONMENT
     from grpo_fast.resolve import resolve_config
     from grpo_fast.sandbox import isolation_level
