@@ -15,7 +15,12 @@ dependencies fit; vLLM and xformers do not). Phases, each of which runs or says 
    generated tokens/s, peak GPU memory, and the memory planner's estimate against the measured peak;
 5. chat and batch generate with the trained adapter; adapter and merged export, the merged model checked to
    generate what base + adapter generates; GGUF is not attempted (Unsloth builds llama.cpp from source over
-   the network).
+   the network);
+6. tools (``--no-tools`` skips it; ``--no-train`` skips 3-5 and runs only this one): a tiny Qwen2 trained
+   in-process to call the ``python`` tool (tests/tool_caller.py), then 2 GRPO steps of the tool_math recipe
+   through TRL's tool loop with the kit's sandboxed ``PythonSession``, per backend in its own process: TRL's
+   tool-call and tool-failure frequencies and the ``python_ran`` reward. A random model never writes a call,
+   so phase 4 cannot exercise the loop.
 
 Docs: docs/gpu_acceptance.md (what it prints on a GPU, and why each skip).
 """
@@ -47,6 +52,13 @@ def rewards(completion_tokens: int) -> list[dict[str, Any]]:
     return [{"name": "ideal_length", "target": max(4, completion_tokens // 2)},
             {"name": "numeric_match", "weight": 2.0}]
 PROMPTS = ["What is 3 + 4?", "What is 12 + 5?"]
+# The tools phase: the same shape in both modes (the tool caller is tiny). The taught completion is 62 tokens (the
+# call 35, the tool's reply as TRL renders it 24, the answer 3); 96, the recipe's default, leaves room for sampled
+# variants.
+TOOLS = {"steps": 2, "generations": 4, "completion": 96, "tool_iterations": 2}
+TOOL_METRICS = {"call_frequency": "tools/call_frequency", "failure_frequency": "tools/failure_frequency",
+                "python_ran": "rewards/python_ran/mean", "answer_correct": "rewards/final_answer_correct/mean",
+                "step_s": "step_time"}
 VERSIONS = ("torch", "transformers", "peft", "accelerate", "triton", "trl", "datasets", "unsloth", "unsloth_zoo",
             "vllm", "xformers", "bitsandbytes", "grpo_fast")
 
@@ -199,8 +211,9 @@ def longest_prompt(cfg: Any, model_dir: str) -> int:
     return max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
 
 
-def run_backend(backend: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """A backend in its own process (Unsloth patches transformers on import), or the one-line reason why not."""
+def run_backend(backend: str, spec: dict[str, Any], role: str = "train") -> dict[str, Any]:
+    """A backend in its own process (Unsloth patches transformers on import), or the one-line reason why not.
+    ``role``: ``train`` (phase 4, ``train_worker``) or ``tools`` (phase 6, ``tool_worker``)."""
     import torch
 
     if backend == "unsloth":
@@ -210,18 +223,79 @@ def run_backend(backend: str, spec: dict[str, Any]) -> dict[str, Any]:
         if state != "ok":
             return {"backend": "unsloth", "status": "skipped", "why": f"unsloth {state}"}
     start = time.time()
-    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps({**spec, "backend": backend})],
+    flag = "--worker" if role == "train" else "--tool-worker"
+    proc = subprocess.run([sys.executable, __file__, flag, json.dumps({**spec, "backend": backend})],
                           capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     found = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if os.environ.get(LOGS_ENV):  # the whole worker log, for a run that cannot be repeated (a lent GPU)
-        log = Path(os.environ[LOGS_ENV]) / f"worker-{backend}.log"
+        log = Path(os.environ[LOGS_ENV]) / (f"worker-{backend}.log" if role == "train" else f"tools-{backend}.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr, encoding="utf-8")
     if proc.returncode or not found:
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
         return {"backend": backend, "status": "failed", "why": " | ".join(tail)[-600:],
                 "seconds": round(time.time() - start, 1)}
-    return {"status": "ok", **json.loads(found[-1][7:]), "process_s": round(time.time() - start, 1)}
+    result = json.loads(found[-1][7:])
+    return {"status": result.pop("status", "ok"), **result, "process_s": round(time.time() - start, 1)}
+
+
+def build_tool_caller(folder: Path) -> dict[str, Any]:
+    """The tests' tool-calling Qwen2, trained here (on the GPU when there is one) and saved: no hub."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tool_caller import save_tool_caller
+
+    return {"status": "ok", **save_tool_caller(folder)}
+
+
+def tool_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One backend in this process: tool_math's GRPO stage through TRL's tool loop with the sandboxed python tool;
+    TRL's tool metrics and the kit's python_ran reward, averaged over the steps."""
+    from grpo_fast import models
+
+    models.preimport_unsloth(spec["backend"])  # before transformers and trl, as `grpo-fast train` does
+    from grpo_fast.recipes.tool_math import ENVIRONMENT
+    from grpo_fast.resolve import resolve_config
+    from grpo_fast.sandbox import isolation_level
+    from grpo_fast.train import train
+
+    overrides = {
+        "model": spec["model_dir"], "backend": spec["backend"], "environment": ENVIRONMENT,
+        "stages": [{"name": "grpo", "max_steps": spec["steps"]}],  # no SFT warm-up: the model already calls
+        "num_generations": spec["generations"], "per_device_train_batch_size": spec["generations"],
+        "max_completion_length": spec["completion"], "max_tool_calling_iterations": spec["tool_iterations"],
+        "logging_steps": 1, "save_strategy": "no", "evaluate": False, "eval_rows": 0, "run_dir": spec["run_dir"],
+        "use_vllm": False, "load_in_4bit": False, "optim": "adamw_torch",
+    }
+    cfg = resolve_config("tool_math", overrides)
+    start = time.time()
+    result = train(cfg, force=True)
+    wall = time.time() - start
+    metrics = [json.loads(line) for line in (result.path / "metrics.jsonl").read_text().splitlines()]
+    out: dict[str, Any] = {"backend": result.summary["backend"], "wall_s": round(wall, 1), "steps": len(metrics),
+                           "sandbox": isolation_level()}
+    for name, key in TOOL_METRICS.items():
+        values = [m[key] for m in metrics if isinstance(m.get(key), (int, float))]
+        out[name] = round(sum(values) / len(values), 3) if values else None
+    if not out["call_frequency"]:  # the loop ran but never called a tool: the tool path went unexercised
+        out.update(status="failed", why=f"no tool calls in {len(metrics)} steps (tools/call_frequency "
+                                        f"{out['call_frequency']}): the tool loop was not exercised")
+    return out
+
+
+def tools_phase(report: dict[str, Any], backends: list[str], work: Path, out: str) -> None:
+    """Phase 6: build the tool caller, then a short tool_math GRPO run per backend (the JSON after each)."""
+    try:
+        model = build_tool_caller(work / "tool-caller")
+    except Exception as err:  # a model that did not learn to call is a result to report, not a crash
+        model = {"status": "failed", "why": f"{type(err).__name__}: {err}"[:600]}
+    report["tools"] = {"model": model, "runs": []}
+    write(report, out)
+    if model["status"] != "ok":
+        return
+    spec = {**TOOLS, "model_dir": str(work / "tool-caller")}
+    for b in backends:
+        report["tools"]["runs"].append(run_backend(b, {**spec, "run_dir": str(work / f"tools-{b}")}, role="tools"))
+        write(report, out)
 
 
 def inference_and_export(run_dir: str, work: Path) -> dict[str, Any]:
@@ -296,9 +370,11 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     s = report["setup"]
     lines.append(f"set-up: {s['status']}" + (f", {s.get('size_mib')} MiB of wheels in {s.get('seconds')} s"
                                              if s["status"] != "skipped" else f" ({s['why']})"))
-    header = f"{'backend':<14}{'step s':>8}{'gen tok/s':>11}{'peak GiB':>10}{'plan GiB':>10}{'plan err':>10}"
-    lines.append(header)
-    for r in report["train"]:
+    if "train" not in report:
+        lines.append("train: skipped (--no-train: no random model, training or after-training phases)")
+    else:
+        lines.append(f"{'backend':<14}{'step s':>8}{'gen tok/s':>11}{'peak GiB':>10}{'plan GiB':>10}{'plan err':>10}")
+    for r in report.get("train", []):
         if r.get("status") != "ok":
             lines.append(f"{r['backend']:<14}{r.get('status')}: {r.get('why')}")
             continue
@@ -309,13 +385,58 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     for key, value in report.get("after_training", {}).items():
         detail = value.get("why") or ", ".join(f"{k}={v}" for k, v in value.items() if k != "status")
         lines.append(f"{key}: {value['status']}" + (f" ({detail})" if detail else ""))
+    lines += tool_lines(report.get("tools"))
     lines.append(f"vllm: {report['vllm']['status']} ({report['vllm']['why']})")
     lines.append(f"total {report['total_s']:.0f} s; JSON: {report['json']}")
     return lines
 
 
+def tool_lines(tools: dict[str, Any] | None) -> list[str]:
+    """The tools phase: the tool caller, then one line per backend."""
+    if tools is None:
+        return ["tools: skipped (--no-tools)"]
+    m = tools["model"]
+    if m["status"] != "ok":
+        return [f"tool caller: {m['status']} ({m.get('why')})"]
+    fp32, bf16 = m["check"], m["check_bf16"]
+    lines = [f"tool caller: ok (trained {m['steps']} steps on {m['device']} in {m['seconds']} s, loss {m['loss']}; "
+             f"greedy calls {fp32['calls']}/{fp32['rows']}, bf16 {bf16['calls']}/{bf16['rows']}; "
+             f"sampled call p={fp32['p_call']}, bf16 {bf16['p_call']})"]
+    for r in tools["runs"]:
+        head = f"tools {r['backend']:<13}{r['status']}"
+        if "call_frequency" not in r:
+            lines.append(f"{head}: {r.get('why')}")
+            continue
+        lines.append(f"{head} ({r['wall_s']} s, {r['steps']} steps: call_frequency={r['call_frequency']}, "
+                     f"failure_frequency={r['failure_frequency']}, python_ran={r['python_ran']}, "
+                     f"sandbox={r['sandbox']})" + (f": {r['why']}" if r.get("why") else ""))
+    return lines
+
+
 def write(report: dict[str, Any], out: str) -> None:
     Path(out).write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def train_phases(report: dict[str, Any], shape: dict[str, Any], backends: list[str], work: Path, out: str) -> None:
+    """Phases 3-5: the random model, the same GRPO config per backend, then inference and export."""
+    t0 = time.time()
+    model_dir = build_model(shape["model"], work / "model")
+    report["model"] = {"kind": shape["model"], "built_s": round(time.time() - t0, 1),
+                       "note": "random weights from a config; speed and memory do not depend on the values"}
+    spec = {**shape, "model_dir": str(model_dir)}
+    report["train"] = []
+    for b in backends:
+        report["train"].append(run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")}))
+        write(report, out)  # what is known so far survives a run stopped at its time limit
+    trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"), None)
+    if trained:
+        report["after_training"] = {"of": {"status": "ok", "backend": trained["backend"]},
+                                    **inference_and_export(trained["run_dir"], work)}
+    else:
+        report["after_training"] = {"of": {"status": "skipped", "why": "no backend trained"}}
+    for r in report["train"]:
+        r.pop("run_dir", None)
+    write(report, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,10 +446,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reduced", action="store_true", help="tiny model, 2 short steps (automatic without CUDA)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend")
     parser.add_argument("--backends", default="transformers,unsloth", help="which backends to train, comma-separated")
+    parser.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
+                        help="phases 3-5: the random model, training per backend, after training (default: on)")
+    parser.add_argument("--tools", action=argparse.BooleanOptionalAction, default=True,
+                        help="phase 6: a tool-calling model through TRL's tool loop on each backend (default: on)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tool-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print("RESULT " + json.dumps(train_worker(json.loads(args.worker))), flush=True)
+        return 0
+    if args.tool_worker:
+        print("RESULT " + json.dumps(tool_worker(json.loads(args.tool_worker))), flush=True)
         return 0
     start = time.time()
     report: dict[str, Any] = {"setup": setup(args.wheels)}
@@ -339,25 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps:
         shape["steps"] = args.steps
     report.update(mode="reduced" if reduced else "full", config=shape, environment=environment())
+    backends = args.backends.split(",")
     with tempfile.TemporaryDirectory(prefix="gpu-acceptance-") as tmp:
         work = Path(tmp)
-        t0 = time.time()
-        model_dir = build_model(shape["model"], work / "model")
-        report["model"] = {"kind": shape["model"], "built_s": round(time.time() - t0, 1),
-                           "note": "random weights from a config; speed and memory do not depend on the values"}
-        spec = {**shape, "model_dir": str(model_dir)}
-        report["train"] = []
-        for b in args.backends.split(","):
-            report["train"].append(run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")}))
-            write(report, args.out)  # what is known so far survives a run stopped at its time limit
-        trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"), None)
-        if trained:
-            report["after_training"] = {"of": {"status": "ok", "backend": trained["backend"]},
-                                        **inference_and_export(trained["run_dir"], work)}
-        else:
-            report["after_training"] = {"of": {"status": "skipped", "why": "no backend trained"}}
-        for r in report["train"]:
-            r.pop("run_dir", None)
+        if args.train:
+            train_phases(report, shape, backends, work, args.out)
+        if args.tools:
+            tools_phase(report, backends, work, args.out)
     report["vllm"] = {"status": "skipped" if _imports("vllm") != "ok" else "not measured",
                       "why": "vllm is not installed here (a 336 MB wheel; the allowance is 64 MiB); make test-vllm "
                              "runs vLLM's CPU build for correctness"}
@@ -365,8 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     report["json"] = str(Path(args.out).resolve())
     write(report, args.out)
     print("\n".join(summary_lines(report)), flush=True)
-    failed = [r for r in report["train"] if r.get("status") == "failed"]
-    failed += [v for v in report["after_training"].values() if v.get("status") == "failed"]
+    failed = [r for r in report.get("train", []) if r.get("status") == "failed"]
+    failed += [v for v in report.get("after_training", {}).values() if v.get("status") == "failed"]
+    if "tools" in report:
+        failed += [r for r in [report["tools"]["model"], *report["tools"]["runs"]] if r.get("status") == "failed"]
     return 1 if failed else 0
 
 

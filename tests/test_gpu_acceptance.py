@@ -34,8 +34,15 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     assert "adapter_model.safetensors" in after["export_adapter"]["files"]
     assert after["export_gguf"]["status"] == "skipped" and "llama.cpp" in after["export_gguf"]["why"]
     assert report["vllm"]["status"] == "skipped"
+    tools = report["tools"]  # the tool caller through TRL's tool loop with the sandboxed python tool
+    assert tools["model"]["status"] == "ok" and tools["model"]["check"]["calls"] == tools["model"]["check"]["rows"]
+    hf_tools, unsloth_tools = tools["runs"]
+    assert hf_tools["status"] == "ok" and hf_tools["backend"] == "transformers" and hf_tools["steps"] == 2
+    assert hf_tools["call_frequency"] > 0 and hf_tools["python_ran"] > 0  # calls were made, parsed and ran
+    assert unsloth_tools["status"] == "skipped" and "CUDA" in unsloth_tools["why"]
     printed = proc.stdout
     assert "unsloth       skipped: Unsloth needs a CUDA GPU" in printed and "export_gguf: skipped" in printed
+    assert "tools transformers ok (" in printed and "tools unsloth      skipped" in printed
     assert f"JSON: {out}" in printed
 
 
