@@ -40,7 +40,8 @@ def _prompt_text(tokenizer: Any, prompt: Any) -> str:
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, greedy: bool = True,
-             max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 16) -> list[list[tuple[str, int]]]:
+             max_new_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+             batch_size: int = 16) -> list[list[tuple[str, int]]]:
     """``n`` completions per prompt as (text, token count), batched with left padding and the chat template."""
     import torch
     from transformers import GenerationConfig
@@ -48,7 +49,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
     model_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     eos = model_eos if model_eos is not None else tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sampling = {} if greedy else {"temperature": temperature, "top_p": 1.0, "top_k": 0}
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}  # as TRL samples
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, num_return_sequences=n,
                               pad_token_id=pad, eos_token_id=eos, **sampling)
     side = tokenizer.padding_side

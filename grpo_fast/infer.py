@@ -198,7 +198,7 @@ class Generator:
     def _sampling_kwargs(self) -> dict[str, Any]:
         if self.temperature <= 0:
             return {"do_sample": False}
-        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}  # as generate
 
     def generate(self, chats: list[list[dict[str, str]]], batch_size: int = 8) -> list[str]:
         return [text for text, _ in self.complete([self.render(c) for c in chats], batch_size=batch_size)]
@@ -211,8 +211,8 @@ class Generator:
             from grpo_fast.evaluate import generate
 
             return [group[0] for group in generate(self.model, self.tokenizer, texts, greedy=self.temperature <= 0,
-                                                   temperature=self.temperature, max_new_tokens=budget,
-                                                   batch_size=batch_size)]
+                                                   temperature=self.temperature, top_p=self.top_p,
+                                                   max_new_tokens=budget, batch_size=batch_size)]
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=max(self.temperature, 0.0), top_p=self.top_p, max_tokens=budget)
