@@ -244,7 +244,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     from grpo_fast.prepare import run_rewards
     from grpo_fast.recipes import get_recipe
     from grpo_fast.resolve import resolve_config
-    from grpo_fast.tools import environment_class
+    from grpo_fast.tools import run_tools
     from grpo_fast.tools.chat import use_tool_template
 
     quiet_libraries()
@@ -262,9 +262,9 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         "seed": cfg.seed if seed is None else seed,
         "batch_size": batch_size or (16 if torch.cuda.is_available() else 64),
     }
-    environment = environment_class(cfg, recipe)
+    environment, rounds = run_tools(cfg, recipe)
     if environment is not None:
-        settings.update(environment=environment, max_tool_calls=int(cfg.args.max_tool_calling_iterations or 4))
+        settings.update(environment=environment, max_tool_calls=rounds)
     model, tokenizer, base_view = load_for_eval(run)
     if environment is not None:
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again

@@ -115,10 +115,9 @@ def run_environment(info: Run) -> tuple[Any, int]:
         return None, 0
     from grpo_fast import rundir
     from grpo_fast.resolve import resolve_config
-    from grpo_fast.tools import environment_class
+    from grpo_fast.tools import run_tools
 
-    cfg = resolve_config(str(info.path / rundir.CONFIG))
-    return environment_class(cfg, recipe), int(cfg.args.max_tool_calling_iterations or 4)
+    return run_tools(resolve_config(str(info.path / rundir.CONFIG)), recipe)
 
 
 def as_messages(prompt: Any, system: str | None) -> list[dict[str, str]]:

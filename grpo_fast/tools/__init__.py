@@ -14,7 +14,7 @@ from grpo_fast.references import load_object
 from grpo_fast.tools.chat import is_tool_name
 from grpo_fast.tools.python import PythonSession
 
-__all__ = ["PythonSession", "environment_class"]
+__all__ = ["PythonSession", "environment_class", "run_tools"]
 
 
 def environment_class(cfg: Any, recipe: Any) -> Any | None:
@@ -32,3 +32,9 @@ def environment_class(cfg: Any, recipe: Any) -> Any | None:
         raise UserError(f"environment {ref!r} needs a reset(**row) method and at least one public method (a tool)",
                         where, "add `def reset(self, **row): ...` and a documented method per tool (docs/tools.md)")
     return cls
+
+
+def run_tools(cfg: Any, recipe: Any) -> tuple[Any | None, int]:
+    """(environment class or None, rounds of tool calls): what a run's tool loop runs with, wherever it runs
+    (evaluation, chat, generate); the rounds are TRL's ``max_tool_calling_iterations``, 4 when unset."""
+    return environment_class(cfg, recipe), int(cfg.args.max_tool_calling_iterations or 4)

@@ -77,6 +77,8 @@ def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]],
         return len(tokenizer.apply_chat_template(messages, tools=schemas, add_generation_prompt=True, tokenize=True,
                                                  return_dict=True)["input_ids"])
 
+    prompt_tokens: dict[int, int] = {}  # per row, counted once: only rows whose tools ran need it
+
     episodes = [Episode() for _ in rows]
     used = [0] * len(rows)  # tokens after the prompt so far: generated and tool replies
     active = list(range(len(rows)))
@@ -106,7 +108,9 @@ def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]],
                 episode.tool_calls += 1
                 episode.tool_errors += failed
                 replies_of_tools.append({"role": "tool", "name": call["function"]["name"], "content": content})
-            after = tokens([*rows[i]["prompt"], *episode.messages, *replies_of_tools]) - tokens(rows[i]["prompt"])
+            if i not in prompt_tokens:
+                prompt_tokens[i] = tokens(rows[i]["prompt"])
+            after = tokens([*rows[i]["prompt"], *episode.messages, *replies_of_tools]) - prompt_tokens[i]
             if after > max_new_tokens:  # the replies do not fit: dropped, the conversation ends (TRL's rule)
                 continue
             episode.messages += replies_of_tools
