@@ -32,9 +32,9 @@ def training_pass(rows: int, completion: int, shared: bool) -> tuple[Any, dict[s
     import torch
 
     from grpo_fast.models import load_model
-    from grpo_fast.prepare import prepare
-    from grpo_fast.resolve import resolve_config
-    from grpo_fast.stages import build_trainer
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
+    from grpo_fast.run.stages import build_trainer
 
     tmp = tempfile.mkdtemp()
     cfg = resolve_config("demo", [f"run_dir={tmp}/run", "profile=cpu", f"max_completion_length={completion}",
@@ -87,8 +87,8 @@ def time_modes(trainer: Any, inputs: dict[str, Any], reps: int) -> dict[str, flo
 def main() -> None:
     import torch
 
-    from grpo_fast.cpu_choice import cpu_class
-    from grpo_fast.cpu_probe import ProbeShape, run_probe
+    from grpo_fast.models.cpu_choice import cpu_class
+    from grpo_fast.models.cpu_probe import ProbeShape, run_probe
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=8)

@@ -52,7 +52,7 @@ def run_seed(seed: int, root: Path, overrides: list[str]) -> dict:
 
 def machine(described: str | None) -> dict:
     """The machine the figures belong to: words, CPU class as torch sees it, instruction-set limits, cores."""
-    from grpo_fast.cpu_choice import cpu_class
+    from grpo_fast.models.cpu_choice import cpu_class
 
     limits = " ".join(f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k in os.environ)
     return {"described": described, "cpu": cpu_class().label, "limits": limits, "cpus": os.cpu_count()}

@@ -89,7 +89,7 @@ def worker(spec: dict) -> dict:
     """One configuration, in this process: train ``steps`` steps, time them, read peak memory."""
     import torch
 
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.train import train
 
     overrides = {

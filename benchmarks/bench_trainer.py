@@ -56,7 +56,7 @@ AUTO_GOAL = 1.05
 
 def kit_run(model: str, steps: int, extra: list[str]) -> list[float]:
     """The kit's own path: resolve_config -> train (checks, loader, callbacks, speed-ups, artifacts)."""
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.rundir import read_jsonl
     from grpo_fast.train import train
 
@@ -75,9 +75,9 @@ def plain_run(model: str, steps: int, same_config: bool, extra: tuple[str, ...] 
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_fast.models import resolve_model_path
-    from grpo_fast.prepare import prepare
     from grpo_fast.recipes import demo
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
 
     cfg = resolve_config("demo", [f"model={model}", f"max_steps={steps}", "profile=cpu", *COMMON, *extra])
     rows = prepare(cfg).train_rows  # the same rows the kit trains on
@@ -174,8 +174,8 @@ def compare_choices(model: str, steps: int, rounds: int, keys: list[str] | None 
     ``pinned_threads``: cpu_threads for the runs of the other speed-ups."""
     import torch
 
-    from grpo_fast.cpu_choice import choose, cpu_class
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.models.cpu_choice import choose, cpu_class
+    from grpo_fast.run.resolve import resolve_config
 
     cls = cpu_class()
     auto = {c.key: c for c in choose(resolve_config("demo", ["profile=cpu", *COMMON]), cls=cls)}

@@ -148,8 +148,8 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     from grpo_fast import models
     from grpo_fast.errors import UserError
-    from grpo_fast.plan import compare, estimate, plan_input
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.models.plan import compare, estimate, plan_input
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.train import train
 
     cuda = torch.cuda.is_available()
@@ -254,7 +254,7 @@ def tool_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     models.preimport_unsloth(spec["backend"])  # before transformers and trl, as `grpo-fast train` does
     from grpo_fast.recipes.tool_math import ENVIRONMENT
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.sandbox import isolation_level
     from grpo_fast.train import train
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import grpo_fast
-from grpo_fast.resolve import parse_overrides
+from grpo_fast.run.resolve import parse_overrides
 
 CORPUS = Path(__file__).resolve().parent / "health_corpus"
 

@@ -16,8 +16,7 @@ def describe_keys(include_grpo: bool = True) -> str:
 
     from pydantic import BaseModel
 
-    from grpo_fast import grpo_args
-    from grpo_fast.config import HealthSettings, RewardSpec, RunConfig
+    from grpo_fast.config import HealthSettings, RewardSpec, RunConfig, grpo_args
 
     lines = []
     for title, model, prefix in (("grpo_fast keys (YAML top level)", RunConfig, ""),
@@ -46,8 +45,8 @@ def describe_keys(include_grpo: bool = True) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from grpo_fast.prepare import prepare
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.train import run_of, train
 
     if args.help_config:
@@ -82,8 +81,8 @@ def _train(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from grpo_fast.models import gpu_memory_gb, model_source
-    from grpo_fast.plan import estimate, plan_input, propose
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.models.plan import estimate, plan_input, propose
+    from grpo_fast.run.resolve import resolve_config
 
     cfg = resolve_config(args.target, args.overrides)
     card = args.card_gb or gpu_memory_gb()
@@ -103,12 +102,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _rewards_check(args: argparse.Namespace) -> int:
-    from grpo_fast.prepare import prepare, run_rewards
-    from grpo_fast.programs import own_programs
     from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset
-    from grpo_fast.resolve import resolve_config
     from grpo_fast.rewards.check import run_check
     from grpo_fast.rewards.presets import PRESETS
+    from grpo_fast.run.prepare import prepare, run_rewards
+    from grpo_fast.run.programs import own_programs
+    from grpo_fast.run.resolve import resolve_config
 
     key = args.target.lower().removesuffix("_rewards")
     if key in PRESETS and args.target not in NAMES:
@@ -142,15 +141,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from grpo_fast.report import write_report
+    from grpo_fast.watch.report import write_report
 
     print(write_report(args.run_dir))
     return 0
 
 
 def _health(args: argparse.Namespace) -> int:
-    from grpo_fast.health import health
-    from grpo_fast.resolve import parse_overrides
+    from grpo_fast.run.resolve import parse_overrides
+    from grpo_fast.watch.health import health
 
     replay = health(args.run, on_alarm=args.on_alarm, **parse_overrides(args.thresholds))
     print(replay.text())

@@ -154,7 +154,7 @@ def known_problems(m: Machine, bf16_requested: bool = False) -> list[Check]:
 
 def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
     """Every row of the report, from the facts in ``m``."""
-    from grpo_fast.plan import profile_for
+    from grpo_fast.models.plan import profile_for
 
     rows = [Check("python", m.python, OK if sys.version_info >= (3, 10) else FAIL)]
     if m.cuda:
@@ -222,9 +222,9 @@ def cpu_rows() -> list[Check]:
     """The CPU's class and what the ``cpu`` profile's ``auto`` settings choose on it (real: runs the cached probe)."""
     from types import SimpleNamespace
 
-    from grpo_fast.cpu_choice import choose, cpu_class
-    from grpo_fast.cpu_speed import busy_aware_threads
-    from grpo_fast.resolve import PROFILES
+    from grpo_fast.models.cpu_choice import choose, cpu_class
+    from grpo_fast.models.cpu_speed import busy_aware_threads
+    from grpo_fast.run.resolve import PROFILES
 
     cls = cpu_class()
     rows = [Check("cpu", f"{cls.name}, {cls.capability}", INFO, cls.why)]

@@ -240,10 +240,10 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     import torch
 
     from grpo_fast import quiet_libraries
-    from grpo_fast.cpu_speed import merged_lora_generation
-    from grpo_fast.prepare import run_rewards
+    from grpo_fast.models.cpu_speed import merged_lora_generation
     from grpo_fast.recipes import get_recipe
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import run_rewards
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.tools import run_tools
     from grpo_fast.tools.chat import use_tool_template
 

@@ -44,8 +44,8 @@ HUB_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]
 def _reward_lines(info: Run) -> list[str]:
     """The rewards the run really trained with: its config resolved as training resolved it."""
     try:
-        from grpo_fast.prepare import run_rewards
-        from grpo_fast.resolve import resolve_config
+        from grpo_fast.run.prepare import run_rewards
+        from grpo_fast.run.resolve import resolve_config
 
         rewards = run_rewards(resolve_config(str(info.path / "config.yaml")))
         names, weights = rewards.names, rewards.weights

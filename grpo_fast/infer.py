@@ -114,7 +114,7 @@ def run_environment(info: Run) -> tuple[Any, int]:
     if not ref or ref == "none":
         return None, 0
     from grpo_fast import rundir
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.tools import run_tools
 
     return run_tools(resolve_config(str(info.path / rundir.CONFIG)), recipe)
@@ -177,8 +177,8 @@ class Generator:
     def _load_vllm(self) -> None:
         from transformers import AutoTokenizer
 
-        from grpo_fast.gpu import vllm_cpu_environment, vllm_engine_kwargs
         from grpo_fast.models import cuda_available
+        from grpo_fast.models.gpu import vllm_cpu_environment, vllm_engine_kwargs
 
         cpu = not cuda_available()
         if cpu:

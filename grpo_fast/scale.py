@@ -82,8 +82,9 @@ def check_launch(path: Path, backend: str, use_vllm: bool) -> None:
 
 def launch_settings(argv_after_train: list[str]) -> tuple[str, bool, str]:
     """(backend, use_vllm, accelerate mixed precision) of the run the workers will train, from its config."""
-    from grpo_fast import gpu, models
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast import models
+    from grpo_fast.models import gpu
+    from grpo_fast.run.resolve import resolve_config
 
     positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]
     overrides = [a for a in argv_after_train if not a.startswith("-") and "=" in a]

@@ -14,13 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import checkpoints, make_callable, models, rundir, trackers
+from grpo_fast import make_callable, models, rundir
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
-from grpo_fast.prepare import Prepared, prepare
-from grpo_fast.resolve import resolve_config
-from grpo_fast.stages import run_stage
+from grpo_fast.run import checkpoints
+from grpo_fast.run.prepare import Prepared, prepare
+from grpo_fast.run.resolve import resolve_config
+from grpo_fast.run.stages import run_stage
 from grpo_fast.tools.chat import use_tool_template
+from grpo_fast.watch import trackers
 
 # Keys a checkpoint depends on: resuming with another value would train a different model.
 RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_modules", "num_generations",
@@ -166,7 +168,7 @@ def reward_span(run_dir: Path) -> tuple[float, float]:
 
 def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary: dict[str, Any]) -> None:
     """The trained adapter (swapped in whole), the reward curve, then summary.json: the run is finished."""
-    from grpo_fast.report import plot_rewards
+    from grpo_fast.watch.report import plot_rewards
 
     tmp, adapter = run_dir / ".adapter.tmp", run_dir / rundir.ADAPTER
     shutil.rmtree(tmp, ignore_errors=True)
@@ -213,7 +215,7 @@ def write_error(err: OSError | RuntimeError, run_dir: Path) -> UserError | OSErr
 def finish_with_evaluation(run_dir: Path) -> None:
     """Base vs trained on the held-out rows (eval.json), then report.html; printed as a small table."""
     from grpo_fast.evaluate import evaluate_run, format_table
-    from grpo_fast.report import write_report
+    from grpo_fast.watch.report import write_report
 
     evaluation = evaluate_run(run_dir)
     print("held-out evaluation, base vs trained:\n" + format_table(evaluation["comparison"]), flush=True)

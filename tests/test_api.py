@@ -23,8 +23,8 @@ def test_pipeline_modules_are_callable_under_their_names():
     import grpo_fast
     from grpo_fast.evaluate import evaluate_run
     from grpo_fast.export import export_run
-    from grpo_fast.health import health
     from grpo_fast.train import train
+    from grpo_fast.watch.health import health
 
     assert callable(grpo_fast.train) and inspect.signature(grpo_fast.train) == inspect.signature(train)
     assert inspect.signature(grpo_fast.evaluate) == inspect.signature(evaluate_run)

@@ -77,7 +77,7 @@ def test_bad_command_line(args, needles, tiny_model_dir, tmp_path, monkeypatch, 
 
 
 def test_numbers_written_as_yaml_strings_are_accepted(tiny_model_dir, tmp_path):
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
 
     (tmp_path / "run.yaml").write_text("recipe: demo\nlearning_rate: 1e-5\nmax_steps: '7'\nhealth: {max_kl: 2e-1}\n")
     cfg = resolve_config(str(tmp_path / "run.yaml"), [f"model={tiny_model_dir}"])
@@ -88,8 +88,8 @@ def test_kit_choices_are_reported_once(tiny_model_dir, tmp_path):
     """The profile's choices and a default eval_rows shrunk to fit a small dataset are each said once."""
     import json
 
-    from grpo_fast.prepare import prepare
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
 
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps({"question": f"q{i}?", "answer": f"a{i}", "context": f"c {i}."}) + "\n"

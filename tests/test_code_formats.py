@@ -111,7 +111,7 @@ WITHOUT_REFERENCES = ("livecodebench", "codeforces")  # no solutions upstream: t
 def _right_programs(name: str, raws: list[dict]) -> list[str]:
     """The hand-written right program per row, from ``<name>_sample.programs.jsonl``."""
     from grpo_fast import data
-    from grpo_fast.programs import row_id
+    from grpo_fast.run.programs import row_id
 
     entries = data.read_rows(str(sample(f"{name}_sample.programs.jsonl")))
     right = {e["id"]: e["program"] for e in entries if "expect" not in e}

@@ -6,7 +6,7 @@ import pytest
 
 from grpo_fast.config import build_config
 from grpo_fast.errors import UserError
-from grpo_fast.resolve import parse_overrides, read_yaml, resolve_config
+from grpo_fast.run.resolve import parse_overrides, read_yaml, resolve_config
 
 
 def test_recipe_defaults_file_and_overrides_layer_in_order(tmp_path):

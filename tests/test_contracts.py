@@ -16,8 +16,9 @@ import typing
 import pytest
 from pinned import PinnedWheel, calls_in, class_fields, find_def, named_params
 
-from grpo_fast import export, gpu, infer
-from grpo_fast.resolve import resolve_config
+from grpo_fast import export, infer
+from grpo_fast.models import gpu
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.rundir import Run
 
 LOADER = "unsloth/models/loader.py"

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_fast.cpu_choice import (
+from grpo_fast.errors import UserError
+from grpo_fast.models.cpu_choice import (
     BF16_FLAGS,
     NO_NATIVE_BF16_ENV,
     PROBE_FILE,
@@ -26,9 +27,8 @@ from grpo_fast.cpu_choice import (
     cpu_flags,
     probe_key,
 )
-from grpo_fast.cpu_probe import EMBEDDED_DIMS, ProbeShape, run_probe, shape_for
-from grpo_fast.errors import UserError
-from grpo_fast.resolve import PROFILES, resolve_config
+from grpo_fast.models.cpu_probe import EMBEDDED_DIMS, ProbeShape, run_probe, shape_for
+from grpo_fast.run.resolve import PROFILES, resolve_config
 
 NATIVE = CpuClass("Xeon", "AVX512", ["amx_bf16"], True, "this CPU has native bf16 (amx_bf16)")
 EMULATED = CpuClass("EPYC", "AVX2", [], False, "this CPU has no native bf16")
@@ -152,8 +152,8 @@ def test_probe_runs_once_per_machine_and_shape_and_is_cached(cache, monkeypatch)
 
 def test_avx2_restriction_is_seen_as_no_native_bf16(cache):
     """ATEN_CPU_CAPABILITY=avx2 + ONEDNN_MAX_CPU_ISA=AVX2 (an AVX2-only machine, as torch sees it): auto is off."""
-    code = ("from grpo_fast.cpu_choice import cpu_class; from grpo_fast.resolve import resolve_config; "
-            "from grpo_fast.cpu_choice import choose; c = cpu_class(); "
+    code = ("from grpo_fast.models.cpu_choice import cpu_class; from grpo_fast.run.resolve import resolve_config; "
+            "from grpo_fast.models.cpu_choice import choose; c = cpu_class(); "
             "a = {x.key: x for x in choose(resolve_config('demo', ['profile=cpu']), cls=c, threads=1)}; "
             "print(c.capability, c.native_bf16, a['cpu_autocast_training'].value)")
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}

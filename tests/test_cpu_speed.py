@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tiny import tiny_model, tiny_tokenizer
 
-from grpo_fast.cpu_speed import prefill_shared, shared_prompt_prefill
+from grpo_fast.models.cpu_speed import prefill_shared, shared_prompt_prefill
 
 
 def _batch(tok, prompts):
@@ -45,7 +45,7 @@ def test_shared_prefill_computes_each_distinct_prompt_once():
 
 
 def test_busy_aware_threads_leaves_busy_cores_alone():
-    from grpo_fast.cpu_speed import busy_aware_threads
+    from grpo_fast.models.cpu_speed import busy_aware_threads
 
     assert busy_aware_threads(cores=2, busy=0.1) == 2  # idle: every core
     assert busy_aware_threads(cores=2, busy=1.2) == 1
@@ -56,7 +56,7 @@ def test_busy_aware_threads_leaves_busy_cores_alone():
 def test_busy_cores_reads_a_share_of_the_machine():
     import os
 
-    from grpo_fast.cpu_speed import busy_cores
+    from grpo_fast.models.cpu_speed import busy_cores
 
     assert 0.0 <= busy_cores(window=0.2) <= (os.cpu_count() or 1) + 1e-9
 
@@ -69,7 +69,7 @@ def _lora(model):
 
 
 def test_merged_generation_scores_like_the_adapter_and_leaves_the_trained_weights_alone():
-    from grpo_fast.cpu_speed import merged_lora_generation
+    from grpo_fast.models.cpu_speed import merged_lora_generation
 
     tok = tiny_tokenizer()
     torch.manual_seed(0)
@@ -105,7 +105,7 @@ def test_merged_generation_scores_like_the_adapter_and_leaves_the_trained_weight
 def test_merged_generation_declines_what_it_cannot_merge():
     from peft import LoraConfig, get_peft_model
 
-    from grpo_fast.cpu_speed import merged_lora_generation
+    from grpo_fast.models.cpu_speed import merged_lora_generation
 
     tok = tiny_tokenizer()
     dora = get_peft_model(tiny_model(tok), LoraConfig(r=4, target_modules="all-linear", use_dora=True))
@@ -126,7 +126,7 @@ def _grpo_batch(tok):
 
 
 def test_shared_prompt_training_forward_gives_the_same_logits_and_gradients():
-    from grpo_fast.cpu_speed import shared_prompt_training_forward
+    from grpo_fast.models.cpu_speed import shared_prompt_training_forward
 
     tok = tiny_tokenizer()
     torch.manual_seed(0)
@@ -155,7 +155,7 @@ def test_shared_prompt_training_forward_gives_the_same_logits_and_gradients():
 
 
 def test_shared_prompt_training_forward_leaves_other_calls_alone():
-    from grpo_fast.cpu_speed import shared_prompt_training_forward
+    from grpo_fast.models.cpu_speed import shared_prompt_training_forward
 
     tok = tiny_tokenizer()
     model = _lora(tiny_model(tok)).eval()

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from grpo_fast.cli import main
-from grpo_fast.prepare import prepare
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.prepare import prepare
+from grpo_fast.run.resolve import resolve_config
 
 BREVITY = textwrap.dedent('''
     from grpo_fast.rewards import completion_text

@@ -96,8 +96,8 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from grpo_fast.prepare import prepare
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
 
     run = tmp_path / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])

@@ -13,7 +13,7 @@ from tiny import VARIED_REWARDS
 from grpo_fast import export
 from grpo_fast.errors import UserError
 from grpo_fast.recipes.demo import make_rows
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.train import train
 
 

@@ -17,7 +17,7 @@ import pytest
 from tiny import VARIED_REWARDS
 
 from grpo_fast import export
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.train import train
 
 

@@ -11,11 +11,12 @@ import dataclasses
 import pytest
 import torch
 
-from grpo_fast import gpu, models
+from grpo_fast import models
 from grpo_fast.errors import UserError
-from grpo_fast.plan import plan_input
-from grpo_fast.prepare import prepare
-from grpo_fast.resolve import resolve_config
+from grpo_fast.models import gpu
+from grpo_fast.models.plan import plan_input
+from grpo_fast.run.prepare import prepare
+from grpo_fast.run.resolve import resolve_config
 
 
 def _cfg(tiny_model_dir, *overrides):
@@ -139,7 +140,7 @@ def test_full_finetuning_with_vllm_on_unsloth_is_refused_or_switched_off(tiny_mo
         gpu.check_gpu_path(asked, unsloth)
     assert "serves LoRA adapters only" in str(err.value) and "backend: transformers" in str(err.value)
     from grpo_fast.config import build_config
-    from grpo_fast.resolve import PROFILES
+    from grpo_fast.run.resolve import PROFILES
 
     from_profile = build_config([(PROFILES["cpu"], "profile cpu"), ({"use_vllm": True}, "profile memory"),
                                  ({"model": str(tiny_model_dir), "lora": False}, "command line")])

@@ -7,9 +7,9 @@ import json
 import pytest
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
-from grpo_fast.alarms import NOTES, REMEDIES, RewardScale
 from grpo_fast.errors import UserError
-from grpo_fast.health import HEALTH_FILE, HealthMonitor, read_events
+from grpo_fast.watch.alarms import NOTES, REMEDIES, RewardScale
+from grpo_fast.watch.health import HEALTH_FILE, HealthMonitor, read_events
 
 HEALTHY = {"reward": 1.0, "reward_std": 0.5, "frac_reward_zero_std": 0.1, "loss": 0.01, "grad_norm": 0.3,
            "entropy": 1.5, "completions/clipped_ratio": 0.0, "completions/mean_length": 40.0}
@@ -179,8 +179,8 @@ def test_real_grpo_run_stops_early_with_a_checkpoint(tmp_path):
 
 
 def test_for_run_takes_the_runs_rewards_and_the_config_thresholds(tiny_model_dir):
-    from grpo_fast.prepare import prepare
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
 
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "health={window: 3, max_kl: 0.2}", "on_alarm=stop"])
     prep = prepare(cfg)

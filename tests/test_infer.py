@@ -14,7 +14,7 @@ import pytest
 from grpo_fast import infer
 from grpo_fast.errors import UserError
 from grpo_fast.recipes.demo import SYSTEM_PROMPT
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.rundir import Run
 from grpo_fast.train import train
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from grpo_fast.errors import UserError
-from grpo_fast.plan import (
+from grpo_fast.models.plan import (
     GIB,
     MemoryPlan,
     PlanInput,
@@ -18,7 +18,7 @@ from grpo_fast.plan import (
     profile_for,
     propose,
 )
-from grpo_fast.shapes import KNOWN_MODELS, ModelShape
+from grpo_fast.models.shapes import KNOWN_MODELS, ModelShape
 
 # Published totals (model cards / safetensors metadata), in parameters.
 PUBLISHED = {

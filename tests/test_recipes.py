@@ -12,11 +12,11 @@ import pytest
 from grpo_fast import data
 from grpo_fast.config import RunConfig, build_config
 from grpo_fast.errors import UserError
-from grpo_fast.prepare import prepare
 from grpo_fast.recipes import code, common, get_recipe, qa, summarization
 from grpo_fast.recipes import math as math_recipe
-from grpo_fast.resolve import PROFILES, resolve_config
 from grpo_fast.rewards import score_rows
+from grpo_fast.run.prepare import prepare
+from grpo_fast.run.resolve import PROFILES, resolve_config
 from grpo_fast.train import train
 
 ROOT = Path(__file__).resolve().parents[1]

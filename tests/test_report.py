@@ -9,7 +9,7 @@ import pytest
 
 from grpo_fast import rundir
 from grpo_fast.errors import UserError
-from grpo_fast.report import PLOTS_DIR, REPORT_FILE, write_report
+from grpo_fast.watch.report import PLOTS_DIR, REPORT_FILE, write_report
 
 EVIL = '<script>alert("x")</script> & <answer>7</answer>'
 
@@ -106,7 +106,7 @@ def test_stopped_run_and_a_run_that_just_started(tmp_path):
     (0.0, 0.45, 100, "Training helped"), (0.5, 0.1, 100, "made it worse"), (0.0, 0.12, 16, "No clear change"),
 ])
 def test_verdict_weighs_the_change_against_the_noise(base, trained, rows, word):
-    from grpo_fast.report import verdict
+    from grpo_fast.watch.report import verdict
 
     evaluation = {"metric": "accuracy", "trained": {"rows": rows},
                   "comparison": [{"metric": "accuracy", "base": base, "trained": trained, "delta": trained - base}]}
@@ -124,7 +124,7 @@ def test_not_a_run_directory(tmp_path):
 def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
     import matplotlib.pyplot as plt
 
-    from grpo_fast.report import PlotSpec, figure
+    from grpo_fast.watch.report import PlotSpec, figure
 
     metrics = rundir.read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
     fig = figure(PlotSpec("rewards", "t", "y", ("reward",)), metrics, reward_max=6.0)

@@ -10,7 +10,7 @@ import pytest
 from test_report import make_run
 
 from grpo_fast import rundir
-from grpo_fast.report import write_report
+from grpo_fast.watch.report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")

@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grpo_fast import checkpoints
 from grpo_fast.errors import UserError
+from grpo_fast.run import checkpoints
 
 STEPS = 8
 STAGES = "stages=[{name: warm, max_steps: 3}, {name: main, max_steps: 3}]"
@@ -170,7 +170,7 @@ def test_resume_errors(tmp_path):
 
 def test_resume_refuses_another_config(tiny_model_dir, tmp_path):
     from grpo_fast import rundir
-    from grpo_fast.resolve import resolve_config
+    from grpo_fast.run.resolve import resolve_config
     from grpo_fast.train import check_resumable
 
     run = tmp_path / "run"

@@ -12,8 +12,8 @@ import pytest
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import get_recipe
 from grpo_fast.recipes.tool_math import demonstration, final_answer_correct, make_rows, python_ran
-from grpo_fast.resolve import resolve_config
 from grpo_fast.rewards.base import transcript
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.tools import PythonSession, environment_class
 from grpo_fast.tools.loop import converse, parse_reply
 
@@ -119,7 +119,7 @@ def test_prepare_counts_the_tool_list_in_prompt_tokens_and_refuses_early(tiny_mo
     whose template cannot do tool calls is refused before any weights load (``--dry-run`` says it too)."""
     from grpo_fast import data
     from grpo_fast.models import load_tokenizer
-    from grpo_fast.prepare import prepare
+    from grpo_fast.run.prepare import prepare
 
     prep = prepare(resolve_config("tool_math", {"eval_rows": 8}))
     assert prep.tools and prep.tools[0]["function"]["name"] == "python"

@@ -13,8 +13,8 @@ from tiny import VARIED_REWARDS
 
 from grpo_fast import models
 from grpo_fast.errors import UserError
-from grpo_fast.prepare import prepare
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.prepare import prepare
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.train import train
 
 

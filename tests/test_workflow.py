@@ -7,7 +7,7 @@ import json
 import pytest
 
 from grpo_fast.errors import UserError
-from grpo_fast.resolve import resolve_config
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.train import train
 
 TINY = ["max_completion_length=8", "evaluate=false", "learning_rate=0.01"]

@@ -108,7 +108,8 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
     tests/test_contracts.py); the kit must hand the adapter to fast_generate as a LoRARequest."""
     from vllm import LLM
 
-    from grpo_fast import gpu, infer
+    from grpo_fast import infer
+    from grpo_fast.models import gpu
     from grpo_fast.rundir import Run
 
     built = {}

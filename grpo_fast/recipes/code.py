@@ -127,7 +127,7 @@ RECIPE = Recipe(
     gold=gold,
     probes=PROBES,
     checks=(honest_programs,),
-    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions: see grpo_fast.programs
+    required=("prompt",),  # LiveCodeBench and Codeforces publish no reference solutions: see grpo_fast.run.programs
     drop_failed_gold=True,  # APPS and TACO have references that fail their own tests
     # Only what the task needs: learning rate, group size, batch and checkpoints come from the kit or profile.
     defaults={

@@ -4,7 +4,7 @@ Every mapper reads one upstream schema exactly (the columns as the dataset publi
 ``prompt`` that says what the format expects (read stdin / implement ``fn_name``, starter code shown), ``tests`` as
 JSON text in a shape ``rewards.code_tests`` reads, the reference solution as ``canonical_solution`` (feeding the gold
 self-test; empty where the dataset has none: ``rewards check --programs`` takes programs of one's own instead, see
-``grpo_fast.programs``), and the row's own ``time_limit`` (seconds per test) and
+``grpo_fast.run.programs``), and the row's own ``time_limit`` (seconds per test) and
 ``memory_limit`` (bytes) when it gives them. ``detect`` picks the mapper from the columns.
 
 | dataset | columns read | tests |

@@ -19,8 +19,8 @@ import grpo_fast.rewards.format as fmt
 import grpo_fast.rewards.length as length
 import grpo_fast.rewards.mathverify as mathverify
 import grpo_fast.rewards.style as style
+from grpo_fast.config.references import is_reference, load_object
 from grpo_fast.errors import UserError
-from grpo_fast.references import is_reference, load_object
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.presets import RewardSet, get_preset
 

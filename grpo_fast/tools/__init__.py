@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_fast.config.references import load_object
 from grpo_fast.errors import UserError
-from grpo_fast.references import load_object
 from grpo_fast.tools.chat import is_tool_name
 from grpo_fast.tools.python import PythonSession
 

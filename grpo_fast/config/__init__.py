@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from grpo_fast import grpo_args
+from grpo_fast.config import grpo_args
 from grpo_fast.errors import UserError
 
 Path_ = tuple[str | int, ...]
@@ -222,7 +222,7 @@ class RunConfig(_Section):
         default Unsloth rewrites is passed explicitly, so one config trains the same on both backends."""
         from trl import GRPOConfig
 
-        from grpo_fast.gpu import trainer_args
+        from grpo_fast.models.gpu import trainer_args
 
         return GRPOConfig(output_dir=output_dir, seed=self.seed, **trainer_args({**self.grpo, **changes}, GRPOConfig))
 

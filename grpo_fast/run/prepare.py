@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_fast import data, gpu, models, trackers
+from grpo_fast import data, models
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
+from grpo_fast.models import gpu
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import failing_gold
 from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
+from grpo_fast.watch import trackers
 
 
 @dataclass
@@ -127,7 +129,7 @@ def holdout_size(cfg: RunConfig, n_rows: int, report: list[str]) -> int:
 
 def memory_line(cfg: RunConfig, prompt_tokens: int) -> str:
     """One line for the pre-training report: the planner's peak estimate against this machine."""
-    from grpo_fast.plan import estimate, plan_input
+    from grpo_fast.models.plan import estimate, plan_input
 
     card = models.gpu_memory_gb()
     try:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from grpo_fast import rundir
-from grpo_fast.alarms import NOTES
+from grpo_fast.watch.alarms import NOTES
 
 REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"

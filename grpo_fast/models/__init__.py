@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.errors import UserError
-from grpo_fast.gpu import (
+from grpo_fast.models.gpu import (
     bnb_config_kwargs,
     lora_alpha,
     prepare_vllm_on_cpu,

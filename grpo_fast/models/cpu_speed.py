@@ -188,7 +188,7 @@ def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     chosen and why (summary.json's ``cpu_choices``)."""
     import torch
 
-    from grpo_fast.cpu_choice import as_record, choose, cpu_class
+    from grpo_fast.models.cpu_choice import as_record, choose, cpu_class
 
     cuda = torch.cuda.is_available()
     threads = None

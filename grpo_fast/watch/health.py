@@ -3,7 +3,7 @@ that learns.
 
 GRPO fails quietly: when every completion in a group gets the same reward there is no advantage and the
 loss is ~0, yet the run goes on for hours. ``HealthMonitor`` feeds TRL's logged metrics, step by step, to the
-rules in ``grpo_fast.alarms`` and raises an event for each failure pattern, with its remedy. Each warning is
+rules in ``grpo_fast.watch.alarms`` and raises an event for each failure pattern, with its remedy. Each warning is
 printed once per window, appended to ``health.jsonl`` in the run directory and, with ``on_alarm="stop"``,
 ends the run cleanly with a checkpoint; informational notes (converged) never stop a run.
 
@@ -24,9 +24,9 @@ from pydantic import ValidationError
 from transformers import TrainerCallback
 
 from grpo_fast import make_callable, rundir
-from grpo_fast.alarms import NOTES, REMEDIES, HealthEvent, RewardScale, Rules
 from grpo_fast.config import HealthSettings
 from grpo_fast.errors import UserError
+from grpo_fast.watch.alarms import NOTES, REMEDIES, HealthEvent, RewardScale, Rules
 
 HEALTH_FILE = "health.jsonl"
 ON_ALARM = ("warn", "stop")

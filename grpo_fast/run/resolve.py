@@ -14,7 +14,7 @@ import yaml
 from grpo_fast import models
 from grpo_fast.config import RunConfig, build_config, path_text
 from grpo_fast.errors import UserError
-from grpo_fast.plan import profile_for
+from grpo_fast.models.plan import profile_for
 
 # GRPOConfig values the kit chooses over TRL's defaults, for every run.
 KIT_DEFAULTS: dict[str, Any] = {

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_fast import checkpoints, trackers
 from grpo_fast.config import Stage
 from grpo_fast.models import LoadedModel
-from grpo_fast.prepare import Prepared
+from grpo_fast.run import checkpoints
+from grpo_fast.run.prepare import Prepared
+from grpo_fast.watch import trackers
 
 if TYPE_CHECKING:
-    from grpo_fast.callbacks import RunLogger
+    from grpo_fast.run.callbacks import RunLogger
 
 
 @dataclass
@@ -42,9 +43,9 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from grpo_fast.callbacks import StopOnRewardFailure
-    from grpo_fast.cpu_speed import apply_speedups
+    from grpo_fast.models.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
+    from grpo_fast.run.callbacks import StopOnRewardFailure
     from grpo_fast.tools import environment_class
 
     output_dir = checkpoints.output_dir(run_dir, stage)
@@ -63,11 +64,11 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
 def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, *, staged: bool, offset: int,
               checkpoint: Path | None = None, resume_step: int | None = None) -> StageResult:
     """Train one stage; ``checkpoint`` resumes it, ``resume_step`` trims the logs once that has loaded."""
-    from grpo_fast.callbacks import AdaptiveWeights, MemoryCheck, RunLogger
-    from grpo_fast.health import HealthMonitor
+    from grpo_fast.models.vllm_sync import sync_check
     from grpo_fast.rewards.combine import AdaptiveRewardScaler
     from grpo_fast.rewards.guard import tripped
-    from grpo_fast.vllm_sync import sync_check
+    from grpo_fast.run.callbacks import AdaptiveWeights, MemoryCheck, RunLogger
+    from grpo_fast.watch.health import HealthMonitor
 
     cfg = stage.cfg
     out = checkpoints.output_dir(run_dir, stage.name if staged else None)

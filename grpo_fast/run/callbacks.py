@@ -39,7 +39,7 @@ class RunLogger(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         from tqdm.auto import tqdm
 
-        from grpo_fast.checkpoints import truncate_step_logs
+        from grpo_fast.run.checkpoints import truncate_step_logs
 
         if state.is_world_process_zero and self.resume_step is not None:
             # Only now, with the checkpoint loaded, does the resumed run take over the run directory.
@@ -150,7 +150,7 @@ class MemoryCheck(TrainerCallback):
         """On CUDA only (None elsewhere, or when the model's shape is unknown without the network)."""
         from grpo_fast.errors import UserError
         from grpo_fast.models import gpu_memory_gb, model_source
-        from grpo_fast.plan import estimate, plan_input
+        from grpo_fast.models.plan import estimate, plan_input
 
         card = gpu_memory_gb()
         if card is None:
@@ -161,7 +161,7 @@ class MemoryCheck(TrainerCallback):
             return None
 
     def on_step_end(self, args, state, control, **kwargs):
-        from grpo_fast.plan import compare, measured_peak_gb
+        from grpo_fast.models.plan import compare, measured_peak_gb
 
         measured = measured_peak_gb()
         if state.global_step != self.after_step or measured is None or not state.is_world_process_zero:

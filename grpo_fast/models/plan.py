@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grpo_fast.errors import UserError
-from grpo_fast.shapes import ModelShape
+from grpo_fast.models.shapes import ModelShape
 
 GIB = 2**30
 

@@ -1,0 +1,2 @@
+"""The run: its configuration resolved (resolve), everything before weights (prepare), one training stage
+(stages) and what it hooks into TRL (callbacks), checkpoints a resume can trust, and the run directory."""
