@@ -61,7 +61,7 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     main = rundir.is_main_process()
     if main:
         print("\n".join(preps[0].report), flush=True)
-    loaded = models.load_model(cfg)
+    loaded = models.load_model(cfg, announce=False)  # the report above named the backend
     if preps[0].tools is not None:
         use_tool_template(loaded.tokenizer, cfg.model)  # as prepare did on its own tokenizer (and said so)
     if cfg.difficulty_filter:

@@ -77,7 +77,9 @@ def test_kill_and_resume_matches_straight_run(straight, tiny_model_dir, tmp_path
 
     again = _cli("train", "--resume", str(killed))
     assert again.returncode == 0, again.stderr[-2000:]
-    assert f"from {resumed_from.name}" in again.stdout
+    assert f"resuming {killed} from {resumed_from.name}\n" in again.stdout  # one line in plain words
+    said = (again.stdout + again.stderr).splitlines()
+    assert sum("backend: " in line for line in said) == 1, "\n".join(said)  # the backend named once
     _same_adapter(straight, killed)
     assert _steps(killed) == list(range(1, STEPS + 1))
     assert json.loads((killed / "summary.json").read_text())["steps"] == STEPS

@@ -271,14 +271,16 @@ def load_error(model_path: str, err: Exception) -> UserError:
     )
 
 
-def load_model(cfg: Any) -> LoadedModel:
-    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``."""
+def load_model(cfg: Any, announce: bool = True) -> LoadedModel:
+    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``.
+    ``announce``: log the backend line (training's report has already printed it)."""
     from transformers import set_seed
 
     use_vllm = bool(cfg.args.use_vllm)
     backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=use_vllm)
     set_seed(cfg.seed)  # LoRA's initial weights come from the global RNG: same seed, same adapter
-    log.info("backend: %s (%s)", backend.name, backend.reason)
+    if announce:
+        log.info("backend: %s (%s)", backend.name, backend.reason)
     model_path = resolve_model_path(cfg.model)
     if use_vllm and not cuda_available():
         prepare_vllm_on_cpu()
