@@ -7,9 +7,9 @@ accuracy rise; the goal is +0.30 for the minimum. Results go to a JSON file that
 
     .venv/bin/python benchmarks/bench_demo.py [--seeds 1 2 3] [--out runs/bench_demo.json] [--machine TEXT] [k=v ...]
 
-``--machine`` describes the machine in words for the README (e.g. "Intel Xeon, Sapphire Rapids class, AMX, 2 vCPU,
-KVM"); the CPU class as torch sees it, any instruction-set limits (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY) and the
-speed-ups the run chose are recorded beside it.
+``--machine`` describes the machine in words for docs/benchmarks.md (e.g. "Intel Xeon, Sapphire Rapids class, AMX,
+2 vCPU, KVM"); the CPU class as torch sees it, any instruction-set limits (ONEDNN_MAX_CPU_ISA,
+ATEN_CPU_CAPABILITY) and the speed-ups the run chose are recorded beside it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="runs/bench_demo.json")
     parser.add_argument("--root", default="runs/bench_demo", help="where the seeds' run directories go")
-    parser.add_argument("--machine", help="the machine in words, for the README")
+    parser.add_argument("--machine", help="the machine in words, for docs/benchmarks.md")
     parser.add_argument("overrides", nargs="*", help="key=value passed to every run")
     args = parser.parse_args()
     root = Path(args.root)

@@ -1,10 +1,11 @@
-"""Regenerate README's "What the demo shows" table, docs/demo_reward_curve.png and docs/report_first_screen.png
+"""Regenerate docs/benchmarks.md's "The demo" tables, docs/demo_reward_curve.png and docs/report_first_screen.png
 (the first seed's report.html in headless chromium, 1280x800) from bench_demo.py's results.
 
 Every figure comes from the runs' own artifacts (eval.json, summary.json, metrics.jsonl) via the results file;
-nothing is typed by hand. The README text between the two `demo-figures` markers is replaced.
+nothing is typed by hand. The text between the two `demo-figures` markers of docs/benchmarks.md is replaced.
 
-    .venv/bin/python benchmarks/demo_readme.py [--results runs/bench_demo.json [more.json ...]] [--readme README.md]
+    .venv/bin/python benchmarks/demo_readme.py [--results runs/bench_demo.json [more.json ...]] \
+        [--doc docs/benchmarks.md]
 
 One table per results file (one per CPU class), each under the machine it was measured on; the figure and the
 report screenshot come from the first.
@@ -19,8 +20,7 @@ import statistics
 from pathlib import Path
 
 BEGIN, END = "<!-- demo-figures:begin (benchmarks/demo_readme.py) -->", "<!-- demo-figures:end -->"
-IMAGE = Path("docs/demo_reward_curve.png")
-SCREEN = Path("docs/report_first_screen.png")
+IMAGE, SCREEN = "demo_reward_curve.png", "report_first_screen.png"  # beside the page that shows them
 
 
 def cpu_name() -> str:
@@ -147,8 +147,8 @@ def section(datas: list[dict], torch_version: str, shot: bool) -> str:
     return "\n".join([
         BEGIN,
         *[line for data in datas for line in table(data, torch_version)],
-        f"![reward curve and held-out accuracy]({IMAGE.as_posix()})",
-        *([f"\nThe first screen of seed {results[0]['seed']}'s `report.html`: ![report]({SCREEN.as_posix()})"]
+        f"![reward curve and held-out accuracy]({IMAGE})",
+        *([f"\nThe first screen of seed {results[0]['seed']}'s `report.html`: ![report]({SCREEN})"]
           if shot else []),
         END,
     ])
@@ -157,21 +157,21 @@ def section(datas: list[dict], torch_version: str, shot: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", nargs="+", default=["runs/bench_demo.json"])
-    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--doc", default="docs/benchmarks.md", help="the page whose demo-figures block is replaced")
     args = parser.parse_args()
     import torch
 
     datas = [json.loads(Path(path).read_text()) for path in args.results]
-    readme = Path(args.readme)
-    plot(datas[0]["results"], readme.parent / IMAGE)
-    shot = screenshot(Path(datas[0]["results"][0]["run_dir"]) / "report.html", readme.parent / SCREEN)
-    text = readme.read_text()
+    doc = Path(args.doc)
+    plot(datas[0]["results"], doc.parent / IMAGE)
+    shot = screenshot(Path(datas[0]["results"][0]["run_dir"]) / "report.html", doc.parent / SCREEN)
+    text = doc.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"{readme} has no {BEGIN} ... {END} block to replace")
+        raise SystemExit(f"{doc} has no {BEGIN} ... {END} block to replace")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(head + section(datas, torch.__version__.split("+")[0], shot) + tail)
-    print(f"updated {readme}, {readme.parent / IMAGE}" + (f" and {readme.parent / SCREEN}" if shot else
+    doc.write_text(head + section(datas, torch.__version__.split("+")[0], shot) + tail)
+    print(f"updated {doc}, {doc.parent / IMAGE}" + (f" and {doc.parent / SCREEN}" if shot else
                                                           " (no chromium: no report screenshot)"))
 
 
