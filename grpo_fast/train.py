@@ -66,7 +66,10 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
         use_tool_template(loaded.tokenizer, cfg.model)  # as prepare did on its own tokenizer (and said so)
     if cfg.difficulty_filter:
         difficulty_filter(preps, loaded, cfg.difficulty_filter)
-    run_dir = open_run_dir(cfg, preps[0], point)
+    try:
+        run_dir = open_run_dir(cfg, preps[0], point)
+    except WRITE_ERRORS as err:  # the run's first files: nothing to resume yet
+        raise write_error(err, Path(cfg.run_dir)) from None
     start, steps, done, results = time.time(), 0, 0, []
     try:
         for index, (stage, prep) in enumerate(zip(stages, preps)):

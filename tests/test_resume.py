@@ -224,3 +224,22 @@ except Exception as err:
     assert kind == "SafetensorError"
     assert message.startswith("error: the disk is full: cannot write"), message
     assert "checkpoint-2 are intact" in message and f"grpo-fast train --resume {run}" in message
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
+def test_full_disk_before_the_first_checkpoint_is_one_message(tiny_model_dir, tmp_path):
+    """A disk already full when the run writes its first files (config.yaml, versions.json): exit 2, one message
+    naming the path and that nothing is saved yet, no traceback."""
+    script = f"""
+mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99
+dd if=/dev/zero of={tmp_path}/disk/filler bs=64k count=64 2>/dev/null
+{sys.executable} -m grpo_fast {' '.join(f"'{a}'" for a in _args(tiny_model_dir, tmp_path / 'disk' / 'run'))}
+"""
+    (tmp_path / "disk").mkdir()
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "error: the disk is full: cannot write" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "no checkpoint was saved yet" in proc.stderr
