@@ -8,8 +8,12 @@
     grpo_fast.export(run, format="merged")             # adapter | merged | gguf
     run = grpo_fast.load("runs/demo-20261203-101500")  # a run directory, back as an object
 
-Data flow: data -> rewards -> models -> train -> evaluate -> export; the ``grpo-fast`` command is a thin shell
-over these functions. Heavy imports (torch, trl) happen when a function runs, so ``import grpo_fast`` is cheap.
+The layers, each importing only those above it: ``config`` (every key, validated; TRL's GRPOConfig as schema)
+-> ``data``, ``recipes``, ``rewards``, ``sandbox`` (untrusted programs), ``tools`` -> ``models`` (backends,
+loading, memory plan, CPU speed-ups) -> ``run`` (resolve, prepare, stages, callbacks, checkpoints) and ``watch``
+(health, alarms, trackers, report) -> ``train``, ``evaluate``, ``export``, ``infer``; ``rundir`` is the run
+directory they share. The ``grpo-fast`` command (``cli``) is a thin shell over these functions. Heavy imports
+(torch, trl) happen when a function runs, so ``import grpo_fast`` is cheap.
 """
 
 from __future__ import annotations

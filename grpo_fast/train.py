@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import errno
 import math
+import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+from safetensors import SafetensorError
 
 from grpo_fast import make_callable, models, rundir
 from grpo_fast.config import RunConfig
@@ -58,12 +61,15 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     main = rundir.is_main_process()
     if main:
         print("\n".join(preps[0].report), flush=True)
-    loaded = models.load_model(cfg)
+    loaded = models.load_model(cfg, announce=False)  # the report above named the backend
     if preps[0].tools is not None:
         use_tool_template(loaded.tokenizer, cfg.model)  # as prepare did on its own tokenizer (and said so)
     if cfg.difficulty_filter:
         difficulty_filter(preps, loaded, cfg.difficulty_filter)
-    run_dir = open_run_dir(cfg, preps[0], point)
+    try:
+        run_dir = open_run_dir(cfg, preps[0], point)
+    except WRITE_ERRORS as err:  # the run's first files: nothing to resume yet
+        raise write_error(err, Path(cfg.run_dir)) from None
     start, steps, done, results = time.time(), 0, 0, []
     try:
         for index, (stage, prep) in enumerate(zip(stages, preps)):
@@ -85,7 +91,7 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                 checkpoints.mark_stage_done(run_dir, stage.name, result.steps, loaded.model)
             if result.stopped and cfg.on_alarm == "stop":
                 break
-    except (OSError, RuntimeError) as err:
+    except WRITE_ERRORS as err:
         raise write_error(err, run_dir) from None
     wall = time.time() - start
     first, last = reward_span(run_dir)
@@ -95,9 +101,12 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                "health": [r.monitor.summary() for r in results if r.monitor],
                "cpu_choices": next((r.cpu_choices for r in results if r.cpu_choices), None)}
     if main:
-        save_run(run_dir, cfg, loaded, summary)
-        if cfg.evaluate:
-            finish_with_evaluation(run_dir)
+        try:
+            save_run(run_dir, cfg, loaded, summary)
+            if cfg.evaluate:
+                finish_with_evaluation(run_dir)
+        except WRITE_ERRORS as err:
+            raise write_error(err, run_dir) from None
     return rundir.Run.open(run_dir)
 
 
@@ -178,17 +187,24 @@ def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary:
         if adapter.exists():
             shutil.rmtree(adapter)
         tmp.replace(adapter)
-    except OSError as err:
+    except WRITE_ERRORS as err:
         raise write_error(err, run_dir) from None
     plot_rewards(rundir.read_jsonl(run_dir / "metrics.jsonl"), run_dir / "reward_curve.png",
                  f"grpo_fast {cfg.recipe}: reward per step", summary["reward_max"])
     rundir.write_json(run_dir / rundir.SUMMARY, summary)
 
 
-def write_error(err: OSError | RuntimeError, run_dir: Path) -> UserError | OSError | RuntimeError:
+# What a failed write raises: OSError; torch.save's RuntimeError; safetensors' SafetensorError (an Exception).
+WRITE_ERRORS = (OSError, RuntimeError, SafetensorError)
+
+
+def write_error(err: Exception, run_dir: Path) -> Exception:
     """A failed write (disk full, no permission) as one message: the path, what it needs, what is intact.
     Any other error is returned as it is (a bug, not the user's disk)."""
     code = getattr(err, "errno", None)
+    if isinstance(err, SafetensorError):  # "I/O error: No space left on device (os error 28)"
+        found = re.search(r"os error (\d+)|code: (\d+)", str(err))
+        code = int(found.group(1) or found.group(2)) if found else None
     if isinstance(err, RuntimeError) and ("write failed" in str(err) or "failed writing" in str(err)):
         code = errno.ENOSPC if shutil.disk_usage(run_dir).free < 64 * 2**20 else errno.EIO  # torch.save's wording
     if code not in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO):
@@ -198,7 +214,8 @@ def write_error(err: OSError | RuntimeError, run_dir: Path) -> UserError | OSErr
     newest = sorted((c for folder in [run_dir / checkpoints.CHECKPOINTS,
                                       *run_dir.glob(f"{checkpoints.STAGES}/*/{checkpoints.CHECKPOINTS}")]
                      for c in checkpoints.complete(folder)), key=lambda c: c.stat().st_mtime)
-    kept = f"; checkpoints up to {newest[-1].name} are intact: grpo-fast train --resume {run_dir}" if newest else ""
+    kept = (f"; checkpoints up to {newest[-1].name} are intact and `grpo-fast train --resume {run_dir}` continues "
+            "from there" if newest else "; no checkpoint was saved yet: start the run again")
     if code in (errno.ENOSPC, errno.EDQUOT):
         need = sum(p.stat().st_size for p in newest[-1].rglob("*") if p.is_file()) if newest else 0
         size = f" (a checkpoint takes about {need / 2**20:.1f} MiB)" if need else ""

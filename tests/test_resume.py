@@ -77,7 +77,9 @@ def test_kill_and_resume_matches_straight_run(straight, tiny_model_dir, tmp_path
 
     again = _cli("train", "--resume", str(killed))
     assert again.returncode == 0, again.stderr[-2000:]
-    assert f"from {resumed_from.name}" in again.stdout
+    assert f"resuming {killed} from {resumed_from.name}\n" in again.stdout  # one line in plain words
+    said = (again.stdout + again.stderr).splitlines()
+    assert sum("backend: " in line for line in said) == 1, "\n".join(said)  # the backend named once
     _same_adapter(straight, killed)
     assert _steps(killed) == list(range(1, STEPS + 1))
     assert json.loads((killed / "summary.json").read_text())["steps"] == STEPS
@@ -179,3 +181,65 @@ def test_resume_refuses_another_config(tiny_model_dir, tmp_path):
     check_resumable(resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=99"]), run)  # steps may change
     with pytest.raises(UserError, match="lora_r: checkpoint 16, now 8"):
         check_resumable(resolve_config("demo", [f"model={tiny_model_dir}", "lora_r=8"]), run)
+
+
+def test_resume_line_is_plain_words(tmp_path):
+    point = checkpoints.ResumePoint(tmp_path, checkpoint=tmp_path / "checkpoints" / "checkpoint-2")
+    assert point.describe(["train"]) == f"resuming {tmp_path} from checkpoint-2"
+    staged = checkpoints.ResumePoint(tmp_path, stage=1)
+    assert staged.describe(["warm", "main"]) == f"resuming {tmp_path} at stage main from its start"
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
+def test_full_disk_in_a_safetensors_write_is_one_message(tmp_path):
+    """A real SafetensorError (ENOSPC on a 1 MiB tmpfs while a checkpoint's tensors are written) becomes the one
+    disk-full message: the path, the intact checkpoint before it, and the --resume command that continues."""
+    (tmp_path / "disk").mkdir()
+    run = tmp_path / "disk" / "run"
+    probe = f"""
+import torch
+from pathlib import Path
+from safetensors.torch import save_file
+from grpo_fast.run import checkpoints
+from grpo_fast.train import write_error
+run = Path({str(run)!r})
+intact = run / "checkpoints" / "checkpoint-2"
+intact.mkdir(parents=True)
+save_file({{"w": torch.zeros(4)}}, str(intact / "adapter_model.safetensors"))
+(intact / "trainer_state.json").write_text('{{"global_step": 2}}')
+checkpoints.write_manifest(intact)
+try:
+    save_file({{"w": torch.zeros(2**20)}}, str(run / "checkpoints" / "adapter_model.safetensors"))
+except Exception as err:
+    print(type(err).__name__)
+    print(write_error(err, run))
+"""
+    (tmp_path / "probe.py").write_text(probe)
+    script = f"mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99\n{sys.executable} {tmp_path}/probe.py"
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, message = proc.stdout.split("\n", 1)
+    assert kind == "SafetensorError"
+    assert message.startswith("error: the disk is full: cannot write"), message
+    assert "checkpoint-2 are intact" in message and f"grpo-fast train --resume {run}" in message
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
+def test_full_disk_before_the_first_checkpoint_is_one_message(tiny_model_dir, tmp_path):
+    """A disk already full when the run writes its first files (config.yaml, versions.json): exit 2, one message
+    naming the path and that nothing is saved yet, no traceback."""
+    script = f"""
+mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99
+dd if=/dev/zero of={tmp_path}/disk/filler bs=64k count=64 2>/dev/null
+{sys.executable} -m grpo_fast {' '.join(f"'{a}'" for a in _args(tiny_model_dir, tmp_path / 'disk' / 'run'))}
+"""
+    (tmp_path / "disk").mkdir()
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "error: the disk is full: cannot write" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "no checkpoint was saved yet" in proc.stderr

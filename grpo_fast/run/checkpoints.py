@@ -130,9 +130,9 @@ class ResumePoint:
         return self.offset + (step_of(self.checkpoint) if self.checkpoint else 0)
 
     def describe(self, names: list[str]) -> str:
-        where = self.checkpoint.name if self.checkpoint else "its start"
-        stage = f"stage {names[self.stage]} from " if len(names) > 1 else "from "
-        return f"resuming {self.run_dir} at {stage}{where}"
+        where = f"from {self.checkpoint.name}" if self.checkpoint else "from its start"
+        stage = f" at stage {names[self.stage]}" if len(names) > 1 else ""
+        return f"resuming {self.run_dir}{stage} {where}"
 
 
 def resume_point(path: str | Path, stages: list[str] | None = None) -> ResumePoint:
