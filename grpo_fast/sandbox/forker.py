@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import isolation, judge
+from . import isolation, judge, limits
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -72,7 +72,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
         sys.argv = ["solution.py"]
         real_cpus = os.cpu_count() or 1
-        os.cpu_count = lambda: min(real_cpus, isolation.CPU_COUNT)  # pools sized to fit the process limit
+        os.cpu_count = lambda: min(real_cpus, limits.CPU_COUNT)  # pools sized to fit the process limit
         if not desc.get("packages", True):
             sys.path[:] = [p for p in sys.path if p not in site_dirs]
             for name, mod in list(sys.modules.items()):

@@ -246,8 +246,9 @@ class Zygote:
             os.close(fd)
             job.out[fd] = bytes(buf)  # closed: bytes marks it done
             return
-        cap = job.cap if fd == next(iter(job.out)) else OUT_CAP
-        if job.row is not None and len(buf) + len(chunk) > cap and not job.overflow:
+        stdout = fd == next(iter(job.out))
+        cap = job.cap if stdout else OUT_CAP
+        if stdout and job.row is not None and len(buf) + len(chunk) > cap and not job.overflow:  # stderr: kept apart
             job.overflow = True  # a stdin test flooding stdout: fails now, without waiting for its time limit
             self._stop(job)
         buf += chunk[: max(0, cap - len(buf))]
