@@ -162,10 +162,12 @@ class Seccomp:
     def __init__(self, prog: bytes) -> None:
         self._buf = ctypes.create_string_buffer(prog, len(prog))
         self._fprog = _Fprog(len(prog) // 8, ctypes.addressof(self._buf))
+        self._args = (ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                      ctypes.c_void_p(ctypes.addressof(self._fprog)), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
     def install(self) -> None:
         """For this process and everything it starts; needs ``no_new_privs`` (set by the template)."""
-        if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(self._fprog), 0, 0) != 0:
+        if _libc.prctl(*self._args) != 0:  # typed arguments: a bare Python int would pass the address truncated
             raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
     def works(self) -> str:

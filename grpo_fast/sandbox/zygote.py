@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoder, forker, isolation, judge, wire
+from . import cgroups, decoder, forker, isolation, judge, limits, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -93,7 +93,8 @@ def _send(fd: int, obj: Any) -> None:
 
 
 class Zygote:
-    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool) -> None:
+    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool,
+                 slot_cgroups: cgroups.Cgroups, seccomp: bytes | None) -> None:
         self.level, self.workers, self.site_dirs = level, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
@@ -113,7 +114,7 @@ class Zygote:
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers)
+                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers, slot_cgroups, seccomp)
             except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
                 import traceback
 
@@ -350,6 +351,13 @@ def main(argv: list[str]) -> None:
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
     warnings = []
+    slot_cgroups = cgroups.Cgroups(workers)  # made by the pool, removed by its janitor once the pool is gone
+    cgroups.start_janitor(slot_cgroups)
+    seccomp, why = limits.seccomp_filter()
+    why = why or (limits.Seccomp(seccomp).works() if seccomp else "")
+    layers = kernel_layers(level, slot_cgroups, why)
+    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
+                 if state.startswith("refused")]
     if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
@@ -367,6 +375,15 @@ def main(argv: list[str]) -> None:
     private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
     if level == isolation.STRONGEST and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
-    zygote = Zygote(level, workers, site_dirs, private_root)
-    _send(1, {"level": level, "warnings": warnings})
+    zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
+    _send(1, {"level": level, "warnings": warnings, "layers": layers})
     zygote.serve()
+
+
+def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
+    """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
+    layers = {"namespaces and uid": f"{'holds' if level == isolation.STRONGEST else 'refused'}: {level}",
+              "rlimits": "holds"}
+    layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
+    layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
+    return layers
