@@ -118,6 +118,15 @@ class Cgroups:
             _rmdirs(pool)
 
 
+def pool_slots(zygote_pid: int, controller: str = "memory") -> list[str]:
+    """The slot directories of the pool whose zygote is ``zygote_pid``, for one controller (measurements, tests)."""
+    own = _own_cgroups().get(controller)
+    pool = os.path.join(own[0], f"{POOL_PREFIX}{zygote_pid}") if own else ""
+    if not pool or not os.path.isdir(pool):
+        return []
+    return sorted(os.path.join(pool, e) for e in os.listdir(pool) if os.path.isdir(os.path.join(pool, e)))
+
+
 def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -210,7 +219,7 @@ class SlotLimits:
                 fds.append(os.open(os.path.join(d, peak), os.O_RDWR | os.O_CLOEXEC)
                            if os.path.exists(os.path.join(d, peak)) else -1)
                 self.memory.append(tuple(fds))
-                self.limit_mb.append(0)
+                self.limit_mb.append(1 << 40)  # unlimited when made
         self.version = version
 
     def prepare(self, slot: int, memory_mb: int) -> None:
@@ -221,9 +230,10 @@ class SlotLimits:
         limit, swap, peak = self.memory[slot]
         if self.limit_mb[slot] != memory_mb:
             value = str(memory_mb << 20).encode()
-            if self.version == 1:  # memory+swap must stay >= memory: the order depends on the direction
-                order = [(swap, value), (limit, value)] if memory_mb > self.limit_mb[slot] else \
-                    [(limit, value), (swap, value)]
+            if self.version == 1:  # memory+swap must stay >= memory: lowering, the memory limit goes first
+                order = [(limit, value), (swap, value)]
+                if memory_mb > self.limit_mb[slot]:
+                    order.reverse()
             else:
                 order = [(limit, value), (swap, b"0")]
             for fd, text in order:

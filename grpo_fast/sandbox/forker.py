@@ -232,15 +232,15 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if desc["op"] == "run":
                 if cpus:
                     desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
+                off = int(desc["id"]) % UID_SPAN
+                uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
+                if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
+                    networks.enter(int(desc["slot"]))
                 if KERNEL.slots is not None:
                     try:
                         KERNEL.slots.prepare(int(desc["slot"]), int(desc["memory_mb"]))
                     except OSError:  # e.g. cached pages above a lower limit: the slot keeps its previous one
                         pass
-                off = int(desc["id"]) % UID_SPAN
-                uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
-                if networks is not None:
-                    networks.enter(int(desc["slot"]))
                 if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
                     pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
                     judge = 0
