@@ -4,11 +4,11 @@ judge, real shared memory, real forks, real system calls) and scores at most wha
 
 from __future__ import annotations
 
-import os
 import platform
 import textwrap
 
 import pytest
+from memory_routes import MEMORY_ROUTES, held_and_peak, memory_job
 
 from grpo_fast.sandbox import Sandbox, make_io_job, make_job
 from grpo_fast.sandbox.cgroups import pool_slots
@@ -49,7 +49,7 @@ PROTOCOLS = {
     "array-interface-bytes": S("""
         class A:
             __array_interface__ = {"shape": (3,), "typestr": "<i8", "version": 3,
-                                   "data": (1).to_bytes(8, "little") + (2).to_bytes(8, "little") + (3).to_bytes(8, "little")}
+                                   "data": b"".join(i.to_bytes(8, "little") for i in (1, 2, 3))}
         def f():
             return A()
         """),
@@ -196,7 +196,8 @@ def test_pandas_alias_bound_to_a_fake_is_not_handed_to_the_test(box: Sandbox) ->
 
 
 def test_a_patched_stdlib_module_under_its_own_name_is_the_judges(box: Sandbox) -> None:
-    fake = "import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\ndef f():\n    return 0\n"
+    fake = ("import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\n"
+            "def f():\n    return 0\n")
     assert score(box, "def f():\n    return 2.0\n", ["assert math.isclose(f(), 2.0)"]) == 1.0
     assert score(box, fake, ["assert math.isclose(f(), 2.0)"]) == 0.0
 
@@ -234,7 +235,8 @@ def test_a_setup_instance_cannot_hide_its_class_methods(box: Sandbox, name: str)
 
 
 # -- failures swallowed by the program's hooks ---------------------------------------------------------------------
-QUIET = "class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        return True\n"
+QUIET = ("class Quiet:\n    def __enter__(self):\n        return self\n"
+         "    def __exit__(self, *a):\n        return True\n")
 SWALLOW_TESTS = {
     "value-error": "with Quiet():\n    if g() != 1:\n        raise ValueError('expected 1')",
     "key-error": "with Quiet():\n    assert {1: 'a'}[g()] == 'a'",
@@ -316,86 +318,6 @@ def test_threads_and_processes_still_work_under_the_filter(box: Sandbox) -> None
     assert score(box, honest, ["assert f() == 18"], timeout=20) == 1.0
 
 
-def memory_job(route: str, memory_mb: int, target_mb: int) -> dict:
-    """A program that tries to hold ``target_mb`` through ``route``, printing how much it holds as it goes."""
-    return make_io_job(MEMORY_ROUTES[route].replace("TARGET", str(target_mb)), [""], ["done"], 20, memory_mb)
-
-
-MEMORY_ROUTES = {
-    "sysv-shm": S("""
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.shmat.restype = ctypes.c_void_p
-        for i in range(TARGET // 16):
-            sid = libc.shmget(0, 16 << 20, 0o1600)
-            addr = libc.shmat(sid, None, 0)
-            ctypes.memset(addr, 1, 16 << 20)
-            libc.shmdt(ctypes.c_void_p(addr))
-            print((i + 1) * 16, flush=True)
-        print("done")
-        """),
-    "memfd": S("""
-        import os
-        held = []
-        for i in range(TARGET // 8):
-            fd = os.memfd_create("x")
-            os.write(fd, b"x" * (8 << 20))
-            held.append(fd)
-            print((i + 1) * 8, flush=True)
-        print("done")
-        """),
-    "tmpfs": S("""
-        held = []
-        for d in ("/tmp", "/dev/shm", "/var/tmp"):
-            for i in range(64):
-                try:
-                    with open(f"{d}/f{i}", "wb") as f:
-                        f.write(b"x" * (4 << 20))
-                except OSError:
-                    break
-                held.append(4)
-                print(sum(held), flush=True)
-        print("done")
-        """),
-    "children": S("""
-        import os, time
-        alive = []
-        for i in range(TARGET // 64):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                block = b"x" * (64 << 20)  # written: every page is the child's own
-                os.write(w, b"1")
-                time.sleep(5)
-                os._exit(0)
-            os.close(w)
-            alive.append(pid)
-            os.read(r, 1)
-            alive = [p for p in alive if os.waitpid(p, os.WNOHANG) == (0, 0)]  # the kernel may have killed some
-            print(64 * len(alive), flush=True)  # held by children alive at once
-        print("done")
-        """),
-    "heap": S("""
-        blocks = []
-        for i in range(TARGET // 16):
-            blocks.append(b"x" * (16 << 20))
-            print((i + 1) * 16, flush=True)
-        print("done")
-        """),
-}
-
-
-def held_and_peak(box: Sandbox, job: dict) -> tuple[int, int | None, str]:
-    (res,) = box.run_many([job])
-    held = max([int(x) for x in res.stdout.split() if x.isdigit()] or [0])
-    slots = pool_slots(box.pid)
-    peak = None
-    if slots and os.path.exists(os.path.join(slots[0], "memory.max_usage_in_bytes")):
-        with open(os.path.join(slots[0], "memory.max_usage_in_bytes")) as f:
-            peak = int(f.read()) >> 20
-    return held, peak, res.failures[0] if res.failures else ""
-
-
 @pytest.fixture(scope="module")
 def one_slot() -> Sandbox:
     sandbox = Sandbox(workers=1)
@@ -414,6 +336,16 @@ def test_no_route_holds_more_memory_than_the_jobs_limit(one_slot: Sandbox, route
     assert why, "the program held three times its limit"
     assert peak is not None and peak <= limit, (route, peak)
     assert held <= limit, (route, held)
+
+
+def test_an_honest_job_after_a_shared_memory_hog_in_the_same_slot_scores_full(one_slot: Sandbox) -> None:
+    """The hog's segments outlive it until the kernel frees its IPC namespace; the slot's next job waits for
+    that, and gets its whole limit."""
+    honest = make_io_job("block = b'x' * (64 << 20)\nprint(len(block) >> 20)", [""], ["64"], 10, 96)
+    for _ in range(2):
+        hog, = one_slot.run_many([memory_job("sysv-shm", 96, 288)])
+        (res,) = one_slot.run_many([honest])
+        assert hog.fraction == 0.0 and res.fraction == 1.0, res.failures
 
 
 def test_an_honest_job_beside_a_cpu_starving_one_scores_full(box: Sandbox) -> None:

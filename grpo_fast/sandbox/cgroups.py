@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 CONTROLLERS = ("memory", "pids", "cpu")
 POOL_PREFIX = "grpo_fast_sbx."  # a pool's cgroup directory: POOL_PREFIX + the zygote's pid, one subdirectory a slot
 SLOT_PIDS = 64  # a slot's cgroup: the program's NPROC, its judge, and the short-lived helpers of both
+SETTLE_S = 0.5  # the longest a slot's next job waits for the previous job's shared memory to be freed
 
 
 _V1_FILES = {"memory": ("memory.limit_in_bytes", "memory.max_usage_in_bytes"), "pids": ("pids.max", ""),
@@ -127,6 +129,14 @@ def pool_slots(zygote_pid: int, controller: str = "memory") -> list[str]:
     return sorted(os.path.join(pool, e) for e in os.listdir(pool) if os.path.isdir(os.path.join(pool, e)))
 
 
+def _shmem(stat: int) -> int:
+    """Bytes of shared memory and tmpfs charged to a cgroup, from its ``memory.stat``."""
+    for line in os.pread(stat, 1 << 16, 0).split(b"\n"):
+        if line.startswith(b"shmem "):
+            return int(line[6:])
+    return 0
+
+
 def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -180,8 +190,6 @@ def start_janitor(cgroups: Cgroups) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             while os.read(r, 1):
                 pass
-            import time
-
             for _ in range(200):  # the last processes of the pool may take a moment to leave their cgroups
                 if all([_rmdirs(p) for p in cgroups.pools]):
                     break
@@ -218,6 +226,7 @@ class SlotLimits:
                 fds.append(os.open(swap, os.O_WRONLY | os.O_CLOEXEC) if os.path.exists(swap) else -1)
                 fds.append(os.open(os.path.join(d, peak), os.O_RDWR | os.O_CLOEXEC)
                            if os.path.exists(os.path.join(d, peak)) else -1)
+                fds.append(os.open(os.path.join(d, "memory.stat"), os.O_RDONLY | os.O_CLOEXEC))
                 self.memory.append(tuple(fds))
                 self.limit_mb.append(1 << 40)  # unlimited when made
         self.version = version
@@ -227,7 +236,8 @@ class SlotLimits:
         no swap), its peak reset. Raises OSError where the kernel refuses."""
         if not self.memory:
             return
-        limit, swap, peak = self.memory[slot]
+        limit, swap, peak, stat = self.memory[slot]
+        self._settle(stat)
         if self.limit_mb[slot] != memory_mb:
             value = str(memory_mb << 20).encode()
             if self.version == 1:  # memory+swap must stay >= memory: lowering, the memory limit goes first
@@ -245,6 +255,15 @@ class SlotLimits:
                 os.pwrite(peak, b"0", 0)
             except OSError:  # an older kernel's memory.peak cannot be reset: the figure is then the slot's
                 pass
+
+    @staticmethod
+    def _settle(stat: int) -> None:
+        """Wait (at most ``SETTLE_S``) until the previous job's shared memory is freed: the kernel frees a dead
+        IPC namespace's segments and a tmpfs in deferred work, and pages no reclaim can take would otherwise
+        count against the next job, which an honest job could not survive."""
+        deadline = time.monotonic() + SETTLE_S
+        while _shmem(stat) > 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def join(self, slot: int, judge: bool = False) -> None:
         """This process (and all it will start) into the slot's cgroups: pid 0 means the writer itself."""
