@@ -392,3 +392,16 @@ def test_reals_keep_their_tolerance_and_stderr_its_own_limit(box: Sandbox) -> No
     real = make_io_job("print(1 / 3)", [""], ["0.333333\n"])
     noisy = make_io_job("import sys\nsys.stderr.write('x' * 300_000)\nprint(42)", [""], ["42\n"])
     assert [r.fraction for r in box.run_many([real, noisy])] == [1.0, 1.0]
+
+
+def test_the_layers_reported_are_the_layers_a_program_is_in(box: Sandbox) -> None:
+    """``Sandbox.layers()`` (what ``grpo-fast doctor`` lists) matches what a program finds itself in."""
+    layers = box.layers()
+    assert set(layers) == {"namespaces", "rlimits", "cgroup memory", "cgroup pids", "cgroup cpu", "seccomp"}
+    probe = ("print(open('/proc/self/cgroup').read())\n"
+             "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')])")
+    (res,) = box.run_many([make_io_job(probe, [""], [""])])
+    assert ("Seccomp:\\t2" in res.stdout) == layers["seccomp"].startswith("holds"), res.stdout
+    for name in ("memory", "pids", "cpu"):
+        joined = any(f"{name}:" in line and "grpo_fast_sbx." in line for line in res.stdout.splitlines())
+        assert joined == layers[f"cgroup {name}"].startswith("holds"), (name, res.stdout)

@@ -382,8 +382,8 @@ def main(argv: list[str]) -> None:
 
 def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
     """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
-    layers = {"namespaces and uid": f"{'holds' if level == isolation.STRONGEST else 'refused'}: {level}",
-              "rlimits": "holds"}
+    strongest = level == isolation.STRONGEST
+    layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
     layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
     return layers
