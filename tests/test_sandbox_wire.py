@@ -290,7 +290,10 @@ def test_no_kernel_channel_between_sequential_jobs(name: str, box: sb.Sandbox) -
         pytest.skip("needs namespaces")
     writer, reader = CHANNELS[name]
     first, second = box.run_many([sb.make_job(writer, timeout=TIMEOUT), sb.make_job(reader, timeout=TIMEOUT)])
-    assert int(first.stdout.split()[0]) >= 0, first  # the writer did create the object in its own job
+    if name.endswith("keyring") and box.layers()["seccomp"].startswith("holds"):
+        assert int(first.stdout.split()[0]) == -1, first  # the filter: no job can add a kernel key at all
+    else:
+        assert int(first.stdout.split()[0]) >= 0, first  # the writer did create the object in its own job
     assert int(second.stdout.split()[0]) == -1, second  # the next job cannot find it
 
 
