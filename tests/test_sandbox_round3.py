@@ -405,3 +405,14 @@ def test_the_layers_reported_are_the_layers_a_program_is_in(box: Sandbox) -> Non
     for name in ("memory", "pids", "cpu"):
         joined = any(f"{name}:" in line and "grpo_fast_sbx." in line for line in res.stdout.splitlines())
         assert joined == layers[f"cgroup {name}"].startswith("holds"), (name, res.stdout)
+
+
+def test_a_python_tool_call_never_pays_for_an_unbounded_replay() -> None:
+    """Each earlier cell is replayed by every later call: calls whose replay passes the bound (twice the per-call
+    timeout) fail with a timeout, rather than each call being allowed one more timeout per earlier cell."""
+    from grpo_fast.tools import PythonSession
+
+    session = PythonSession(timeout=1.0)
+    replies = [session.python("import time\ntime.sleep(0.45)") for _ in range(8)]
+    assert replies[0] == "(no output)"
+    assert any("timed out after 2 s" in r for r in replies), replies

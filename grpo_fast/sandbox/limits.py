@@ -10,7 +10,6 @@ layers still hold. Only the standard library is imported: this module runs in th
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import resource
@@ -65,9 +64,8 @@ def clear_user_keys(uid: int) -> None:
     number = _SYS_KEYCTL.get(_MACHINE)
     if number is None:
         return
-    try:
-        pid = os.fork()
-    except OSError:
+    pid = _libc.fork()  # without CPython's at-fork hooks: the child only calls into the kernel (isolation.fork_job)
+    if pid < 0:
         return
     if pid == 0:
         try:
@@ -90,6 +88,7 @@ _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x2000
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_CMP_MASKED_EQ = 7
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+LIBSECCOMP = "libseccomp.so.2"
 
 
 def _errno_action(code: int) -> int:
@@ -110,11 +109,11 @@ def seccomp_filter() -> tuple[bytes | None, str]:
 
     Every listed call fails with EPERM; ``clone`` with any CLONE_NEW* flag too; ``clone3`` (whose flags a filter
     cannot read) with ENOSYS, so the C library falls back to ``clone`` for threads and processes."""
-    name = ctypes.util.find_library("seccomp")
-    if name is None:
-        return None, "libseccomp is not installed"
+    try:  # by its soname: ctypes.util.find_library would bring subprocess and shutil into every job's template
+        lib = ctypes.CDLL(LIBSECCOMP, use_errno=True)
+    except OSError:
+        return None, f"libseccomp is not installed ({LIBSECCOMP})"
     try:
-        lib = ctypes.CDLL(name, use_errno=True)
         lib.seccomp_init.restype = ctypes.c_void_p
         lib.seccomp_init.argtypes = [ctypes.c_uint32]
         lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
