@@ -71,7 +71,8 @@ class Cgroups:
     """The pool's cgroups: per controller, a directory for the pool and one per worker slot (made by the zygote,
     removed when the pool is gone). ``refused``: controller -> why it is not used."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, controllers: tuple[str, ...] = CONTROLLERS) -> None:
+        """``controllers``: those worth their cost here (joining each one is a migration of every job process)."""
         self.slots: dict[str, list[str]] = {}
         self.versions: dict[str, int] = {}
         self.pools: list[str] = []
@@ -84,7 +85,7 @@ class Cgroups:
         except OSError as err:
             own = {}
             self.refused = dict.fromkeys(CONTROLLERS, f"cannot read our cgroups ({err})")
-        for name in CONTROLLERS:
+        for name in controllers:
             if name not in own:
                 self.refused.setdefault(name, "controller not mounted")
                 continue

@@ -351,11 +351,18 @@ def main(argv: list[str]) -> None:
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
     warnings = []
-    slot_cgroups = cgroups.Cgroups(workers)  # made by the pool, removed by its janitor once the pool is gone
-    cgroups.start_janitor(slot_cgroups)
     seccomp, why = limits.seccomp_filter()
     why = why or (limits.Seccomp(seccomp).works() if seccomp else "")
+    # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
+    # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
+    # other cases -- slots sharing CPUs, or unpinned, or no filter.
+    own_cpu = len(forker.job_cpus(workers)) == workers and not why
+    controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
+    slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
+    cgroups.start_janitor(slot_cgroups)
     layers = kernel_layers(level, slot_cgroups, why)
+    if own_cpu:
+        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
     warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
                  if state.startswith("refused")]
     if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
