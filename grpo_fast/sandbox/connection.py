@@ -336,14 +336,14 @@ MODULE_ALIASES = {"np": "numpy", "pd": "pandas", "plt": "matplotlib.pyplot", "mp
                   "st": "statistics", "cs": "collections", "coll": "collections", "rnd": "random", "rand": "random"}
 
 
-def test_module(name: str, used_as_modules: frozenset[str]) -> types.ModuleType | None:
+def module_for_test(name: str, used_as_modules: frozenset[str]) -> types.ModuleType | None:
     """The judge's own import for a name a test uses as a module (``name.attr``) or a module's usual alias."""
     if name in used_as_modules:
         return own_module(name)
     return own_module(MODULE_ALIASES[name]) if name in MODULE_ALIASES else None
 
 
-def test_name(name: str, value: Any, used_as_modules: frozenset[str]) -> Any:
+def name_for_test(name: str, value: Any, used_as_modules: frozenset[str]) -> Any:
     """The program's value for a test's name, unless the name is a module's (used as one, or a usual alias) and the
     value is not a module: then the name is not resolved (KeyError)."""
     if (name in used_as_modules or name in MODULE_ALIASES) and not isinstance(value, types.ModuleType):
