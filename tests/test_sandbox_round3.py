@@ -117,6 +117,13 @@ def test_numpy_protocols_answered_by_a_program_object_never_pass(box: Sandbox, n
     assert score(box, PROTOCOLS[name], NUMPY_TEST) == 0.0
 
 
+@pytest.mark.parametrize("value", ["np.array([1, 2, 3])", "np.arange(1, 4, dtype='>i8')", "[1, 2, 3]",
+                                   "np.arange(1.0, 7.0)[::2] - [0, 1, 2]", "np.array([1, 2, 3], dtype=object)"])
+def test_honest_numpy_values_cross_as_data(box: Sandbox, value: str) -> None:
+    """Non-native byte order, strided views, lists and object arrays (as Python data) all reach the test."""
+    assert score(box, f"import numpy as np\ndef f():\n    return {value}\n", NUMPY_TEST) == 1.0
+
+
 def test_index_and_conversions_are_not_the_programs_choice(box: Sandbox) -> None:
     """``__index__`` is never asked; ``__int__``/``__float__`` must return exactly an int/float."""
     liar = S("""
