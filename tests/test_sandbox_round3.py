@@ -381,7 +381,7 @@ def test_an_honest_job_beside_a_cpu_starving_one_scores_full(extra_workers: int)
         """)
     honest = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
     tests = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (3_000_000, 3_500_000, 4_000_000)]
-    jobs = [make_job(hog, ["assert f(1) == 0"], "", 4.0, 512), make_job(honest, tests, "", 4.0, 512)] * 3
+    jobs = [make_job(hog, ["assert f(1) == 0"], "", 4.0, 512), make_job(honest, tests, "", 6.0, 512)] * 3
     try:
         if extra_workers:
             assert "cgroup v" in box.layers()["cgroup cpu"], "the cpu cgroup is the layer under test here"
