@@ -202,12 +202,16 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
 def environment_rows() -> list[Check]:
     """Sandbox isolation and cache disk space (real, not simulated)."""
     from grpo_fast.models import cache_dir
-    from grpo_fast.sandbox import LEVELS, isolation_level
+    from grpo_fast.sandbox import LEVELS, default_sandbox, isolation_level
 
     rows = []
     try:
         level = isolation_level()
         rows.append(Check("code sandbox", level, OK, LEVELS.get(level, "")))
+        for layer, state in default_sandbox().layers().items():  # each layer, and whether it holds on this host
+            held = state.startswith("holds")
+            rows.append(Check(f"  {layer}", "holds" if held else "refused", OK if held else WARN,
+                              state[len("holds"):].strip(" ()") if held else state.split(":", 1)[-1].strip()))
     except Exception as err:  # the sandbox only matters for the code recipe
         rows.append(Check("code sandbox", "unavailable", WARN, f"{type(err).__name__}: {err}"[:160]))
     cache = cache_dir()

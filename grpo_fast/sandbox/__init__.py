@@ -2,7 +2,8 @@
 
 A one-way stack, lowest first (details in docs/sandbox.md); each module imports only modules above it in this list:
 
-* ``isolation`` -- namespaces, private mounts, uid drop, rlimits: capabilities are taken away, Python is not.
+* ``limits``, ``cgroups`` -- the kernel's limits: rlimits, a seccomp filter, kernel keys; a cgroup per worker slot.
+* ``isolation`` -- namespaces, private mounts, uid drop: capabilities are taken away, Python is not.
 * ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
   nested in both directions, and the containers a test hands over kept in step.
 * ``script``, ``runner`` -- the candidate's process: a program run as a script (stdin tests, checkers, tool

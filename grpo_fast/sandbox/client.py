@@ -120,6 +120,7 @@ class Sandbox:
         self.requested = level or os.environ.get("GRPO_FAST_SANDBOX_LEVEL", "auto")
         self._proc: subprocess.Popen[bytes] | None = None
         self._level = ""
+        self._layers: dict[str, str] = {}
         self._lock = threading.Lock()
         self._next = 0
 
@@ -136,6 +137,7 @@ class Sandbox:
         if hello is None:
             raise RuntimeError("sandbox zygote failed to start")
         self._level = hello["level"]
+        self._layers = dict(hello.get("layers") or {})
         for warning in hello.get("warnings") or ():
             log.warning("code sandbox: %s", warning)
         if self._level != STRONGEST:
@@ -169,6 +171,13 @@ class Sandbox:
         with self._lock:
             self._ensure()
             return self._level
+
+    def layers(self) -> dict[str, str]:
+        """Each isolation layer (namespaces, rlimits, cgroup memory/pids/cpu, seccomp): ``holds ...`` or
+        ``refused: why`` on this host."""
+        with self._lock:
+            self._ensure()
+            return dict(self._layers)
 
     def close(self) -> None:
         with self._lock:

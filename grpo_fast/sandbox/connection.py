@@ -126,7 +126,7 @@ class Connection:
         if kind == "a" and len(f) == 2 and _handle(f[0]) and type(f[1]) is str:
             return awaited(self.proxy(f[0], f[1], ""))
         if kind == "m" and len(f) == 2 and type(f[0]) is str and _handle(f[1]):
-            return own_module(f[0]) or self.proxy(f[1], "module", "")
+            return own_module(f[0]) or ProgramModule(f[0][:100])  # the judge's import, or no module at all
         if kind == "s" and len(f) == 2 and type(f[0]) is str and _handle(f[1]):
             found = setup_object(f[0])
             return found if found is not None else self.proxy(f[1], f[0], "")
@@ -296,11 +296,56 @@ def setup_object(name: str) -> Any:
 
 
 def setup_instance(name: Any, attrs: dict) -> Any:
-    """A fresh instance of a class of the setup code, with the candidate's attribute values (data)."""
+    """A fresh instance of a class of the setup code, with the candidate's attribute values (data).
+
+    The trusted class stays the test's: an attribute may not hide anything the class (or a base) defines other
+    than a plain data default (a method, property, classmethod, any descriptor or callable), nor be a dunder."""
     cls = setup_object(name) if type(name) is str else None
     if not isinstance(cls, type) or not all(type(k) is str and k.isidentifier() and not k.startswith("__")
-                                            for k in attrs):
+                                            and not _class_defines(cls, k) for k in attrs):
         raise WireError("not an instance of a setup class")
     obj = cls.__new__(cls)
     vars(obj).update(attrs)
     return obj
+
+
+def _class_defines(cls: type, name: str) -> bool:
+    """``name`` is behaviour of ``cls``: found in a class of its MRO as something other than plain data."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            value = vars(klass)[name]
+            return callable(value) or hasattr(type(value), "__get__") or hasattr(type(value), "__set__")
+    return False
+
+
+class ProgramModule(types.ModuleType):
+    """What a test gets for a module of the program's that the judge cannot import itself: no module at all
+    (the program's copy may be patched), with a message that says so."""
+
+    def __getattr__(self, attr: str) -> Any:
+        raise AttributeError(f"module {self.__name__!r} is the program's: a test gets only the judge's own "
+                             f"imports (the standard library, {', '.join(sorted(IMPORTABLE_PACKAGES))})")
+
+
+# Usual aliases of modules: under one of these names a test gets the judge's own import of that module, or (a
+# module it cannot import) only a module the program bound there, never any other object of the program's.
+MODULE_ALIASES = {"np": "numpy", "pd": "pandas", "plt": "matplotlib.pyplot", "mpl": "matplotlib", "sp": "scipy",
+                  "nx": "networkx", "tf": "tensorflow", "sns": "seaborn", "sk": "sklearn", "sym": "sympy",
+                  "npt": "numpy.typing", "la": "numpy.linalg", "LA": "numpy.linalg", "npr": "numpy.random",
+                  "dt": "datetime", "it": "itertools", "ft": "functools", "op": "operator", "mp": "multiprocessing",
+                  "st": "statistics", "cs": "collections", "coll": "collections", "rnd": "random", "rand": "random"}
+
+
+def module_for_test(name: str, used_as_modules: frozenset[str]) -> types.ModuleType | None:
+    """The judge's own import for a name a test uses as a module (``name.attr``) or a module's usual alias."""
+    if name in used_as_modules:
+        return own_module(name)
+    return own_module(MODULE_ALIASES[name]) if name in MODULE_ALIASES else None
+
+
+def name_for_test(name: str, value: Any, used_as_modules: frozenset[str]) -> Any:
+    """The program's value for a test's name, unless the name is a module's (used as one, or a usual alias) and the
+    value is not a module: then the name is not resolved (KeyError)."""
+    if (name in used_as_modules or name in MODULE_ALIASES) and not isinstance(value, types.ModuleType):
+        raise KeyError(name)
+    return value

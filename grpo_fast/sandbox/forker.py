@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import isolation, judge
+from . import cgroups, isolation, judge, limits
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -34,12 +34,34 @@ UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
 
 
 @dataclass
+class Kernel:
+    """The kernel's layers a job's processes enter (``cgroups``, ``limits``); None where the host refused one."""
+
+    slots: cgroups.SlotLimits | None = None
+    seccomp: limits.Seccomp | None = None
+
+    def enter(self, slot: int, judge: bool = False) -> None:
+        """Before anything of the job runs: into the slot's cgroups (the process is still privileged)."""
+        if self.slots is not None:
+            self.slots.join(slot, judge)
+
+    def seal(self) -> None:
+        """After the job's own set-up (mounts, uid, keyring), before its code: the seccomp filter."""
+        if self.seccomp is not None:
+            self.seccomp.install()
+
+
+KERNEL = Kernel()  # set once by ``main``, before the template forks anything
+
+
+@dataclass
 class _Program:
     id: int
     uid: int
     deadline: float
     workdir: str
     judge: int  # the job's judge: the exit report waits until it is gone too
+    slot: int = 0
     stop_at: float = float("inf")
     timed_out: bool = False
 
@@ -51,6 +73,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
+        KERNEL.enter(int(desc["slot"]))
         _share_cpu(desc)
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
@@ -67,12 +90,13 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
+        KERNEL.seal()
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
         sys.argv = ["solution.py"]
         real_cpus = os.cpu_count() or 1
-        os.cpu_count = lambda: min(real_cpus, isolation.CPU_COUNT)  # pools sized to fit the process limit
+        os.cpu_count = lambda: min(real_cpus, limits.CPU_COUNT)  # pools sized to fit the process limit
         if not desc.get("packages", True):
             sys.path[:] = [p for p in sys.path if p not in site_dirs]
             for name, mod in list(sys.modules.items()):
@@ -98,6 +122,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
+        KERNEL.enter(int(desc["slot"]), judge=True)
         _share_cpu(desc)
         workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -109,6 +134,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
+        KERNEL.seal()
         enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)
         judge.main(3, 4)
     finally:
@@ -157,8 +183,12 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
-         private_root: bool, workers: int) -> None:
-    """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``."""
+         private_root: bool, workers: int, slot_cgroups: cgroups.Cgroups, seccomp: bytes | None) -> None:
+    """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``.
+    ``slot_cgroups`` and ``seccomp`` (the compiled filter): the kernel layers the zygote found to hold."""
+    global KERNEL
+    KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups) if slot_cgroups.slots else None,  # before the root is left
+                    limits.Seccomp(seccomp) if seccomp else None)
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
@@ -204,8 +234,13 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
-                if networks is not None:
+                if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.enter(int(desc["slot"]))
+                if KERNEL.slots is not None:
+                    try:
+                        KERNEL.slots.prepare(int(desc["slot"]), int(desc["memory_mb"]))
+                    except OSError:  # e.g. cached pages above a lower limit: the slot keeps its previous one
+                        pass
                 if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
                     pid = _spawn(desc, fds, level, uid, site_dirs, pidns) if len(fds) == 4 else None
                     judge = 0
@@ -226,7 +261,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
                         judges[judge] = (judge_uid, t, pid)
-                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
+                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge, int(desc["slot"]))
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
                 prog = running[by_id[desc["id"]]]
@@ -261,6 +296,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if level != isolation.STRONGEST:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
+            if KERNEL.seccomp is None and level != "rlimits-only":  # no filter kept it from adding kernel keys
+                if pidns is not None:
+                    pidns.before_fork()
+                limits.clear_user_keys(prog.uid)
             done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
                                "timed_out": prog.timed_out}).encode()
             if prog.judge in judges:

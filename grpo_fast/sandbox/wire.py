@@ -327,7 +327,8 @@ class Encoder:
             self.compound(b"V", [name, enc(obj)], depth)
         elif t.__module__ == "numpy" and _numpy_data(obj):
             if t.__name__ == "ndarray":
-                a = obj if obj.flags.c_contiguous else obj.copy(order="C")
+                a = obj if obj.flags.c_contiguous and obj.dtype.isnative else \
+                    obj.astype(obj.dtype.newbyteorder("="), order="C")  # the receiver reads native order
                 self.compound(b"n", [a.dtype.name, tuple(int(d) for d in a.shape), a.tobytes()], depth, obj)
             else:
                 self.compound(b"g", [obj.dtype.name, obj.tobytes()], depth)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoder, forker, isolation, judge, wire
+from . import cgroups, decoder, forker, isolation, judge, limits, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -93,7 +93,8 @@ def _send(fd: int, obj: Any) -> None:
 
 
 class Zygote:
-    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool) -> None:
+    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool,
+                 slot_cgroups: cgroups.Cgroups, seccomp: bytes | None) -> None:
         self.level, self.workers, self.site_dirs = level, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
@@ -113,7 +114,7 @@ class Zygote:
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers)
+                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers, slot_cgroups, seccomp)
             except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
                 import traceback
 
@@ -246,8 +247,9 @@ class Zygote:
             os.close(fd)
             job.out[fd] = bytes(buf)  # closed: bytes marks it done
             return
-        cap = job.cap if fd == next(iter(job.out)) else OUT_CAP
-        if job.row is not None and len(buf) + len(chunk) > cap and not job.overflow:
+        stdout = fd == next(iter(job.out))
+        cap = job.cap if stdout else OUT_CAP
+        if stdout and job.row is not None and len(buf) + len(chunk) > cap and not job.overflow:  # stderr: kept apart
             job.overflow = True  # a stdin test flooding stdout: fails now, without waiting for its time limit
             self._stop(job)
         buf += chunk[: max(0, cap - len(buf))]
@@ -349,6 +351,20 @@ def main(argv: list[str]) -> None:
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
     warnings = []
+    seccomp, why = limits.seccomp_filter()
+    why = why or (limits.Seccomp(seccomp).works() if seccomp else "")
+    # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
+    # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
+    # other cases -- slots sharing CPUs, or unpinned, or no filter.
+    own_cpu = len(forker.job_cpus(workers)) == workers and not why
+    controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
+    slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
+    cgroups.start_janitor(slot_cgroups)
+    layers = kernel_layers(level, slot_cgroups, why)
+    if own_cpu:
+        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
+    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
+                 if state.startswith("refused")]
     if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
@@ -366,6 +382,15 @@ def main(argv: list[str]) -> None:
     private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
     if level == isolation.STRONGEST and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
-    zygote = Zygote(level, workers, site_dirs, private_root)
-    _send(1, {"level": level, "warnings": warnings})
+    zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
+    _send(1, {"level": level, "warnings": warnings, "layers": layers})
     zygote.serve()
+
+
+def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
+    """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
+    strongest = level == isolation.STRONGEST
+    layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
+    layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
+    layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
+    return layers

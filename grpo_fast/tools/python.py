@@ -7,6 +7,10 @@ long-lived interpreter to leak through. A call that raised, timed out or flooded
 had not made it: its traceback or error is what it sees). Replay re-runs earlier code, so a call that depends on
 wall-clock time or unseeded randomness can see different values than it did the first time. Hostile code gets an
 error string back; the session and the run go on.
+
+A call's cost is bounded however long the episode: the replay and the new cell together get ``REPLAY_BUDGET``
+times the per-call timeout, at most ``MAX_CALLS`` cells. A cell that is slow only when replayed (or earlier cells
+that add up) makes the next calls fail with a timeout, never grow toward minutes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from grpo_fast.sandbox import Sandbox, default_sandbox, make_cells_job
 
 MAX_CALLS = 16  # calls replayed per episode; later calls are refused with a message
+REPLAY_BUDGET = 2.0  # a call's wall-clock limit, replay included, in per-call timeouts
 
 
 class PythonSession:
@@ -41,12 +46,13 @@ class PythonSession:
             return f"error: at most {MAX_CALLS} python calls per answer"
         cells = [*self.cells, code]
         box = self.sandbox or default_sandbox()
-        (res,) = box.run_many([make_cells_job(cells, self.timeout * len(cells), self.memory_mb)])
+        limit = self.timeout * min(len(cells), REPLAY_BUDGET)  # bounded: never one timeout per earlier cell
+        (res,) = box.run_many([make_cells_job(cells, limit, self.memory_mb)])
         why = res.failures[0] if res.failures else "no result"
         if not why:
             self.cells = cells  # replayed later only when it ran cleanly: a failed call cannot poison the next ones
         elif why == "timeout":
-            return f"error: timed out after {self.timeout:g} s"
+            return f"error: timed out after {limit:g} s (earlier calls replayed included)"
         elif not why.startswith("runtime error"):  # a raised exception shows its traceback below
             return f"error: {why}"
         text = res.stdout + (res.stderr if res.stderr.strip() else "")
