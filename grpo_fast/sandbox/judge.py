@@ -23,6 +23,7 @@ import time
 import types
 from typing import Any
 
+from . import pytest_run
 from .connection import IMPORTABLE_PACKAGES, Connection, importable, own_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
@@ -102,12 +103,18 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def _solution_module(conn: Connection) -> types.ModuleType:
-    """``import solution`` / ``from solution import f`` in a test reach the candidate's module."""
+    """``import solution`` / ``from solution import f`` in a test reach the candidate's module: a container
+    global comes by handle (``from solution import history`` sees the program's list as it changes), and
+    ``from solution import *`` binds the program's public names (``__all__``), builtin-named ones included."""
     mod = types.ModuleType(SOLUTION_MODULE)
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562 module attribute hook
-        if not name.startswith("__"):
-            found, value = conn.request("global", name)
+        if name == "__all__":
+            names = conn.request("names")
+            if type(names) is list and all(type(n) is str for n in names):
+                return names
+        elif not name.startswith("__"):
+            found, value = conn.request("live", name)
             if found is True:
                 return value
         raise AttributeError(f"module {SOLUTION_MODULE!r} has no attribute {name!r}")
@@ -181,6 +188,8 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
                 pass
             for name in tns.expose:
                 tns.pop(name, None)
+        if job.get("pytest"):
+            return _pytest_verdict(out, compiled["tests"][0], tns, conn)
         for i, code in enumerate(compiled["tests"]):
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
@@ -205,6 +214,17 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
         return {**out, "status": "timeout", "error": "timeout"}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _pytest_verdict(out: dict[str, Any], code: types.CodeType, tns: TestGlobals, conn: Connection) -> dict[str, Any]:
+    """A pytest file's verdict: one per collected item that was not skipped (``pytest_run``)."""
+    ran = pytest_run.run(code, tns, conn, describe)
+    if ran["error"]:
+        return {**out, "n": 0, "passed": [], "failures": [], "status": "error", "error": ran["error"]}
+    out = {**out, "n": len(ran["passed"]), "passed": ran["passed"], "failures": ran["failures"]}
+    if conn.dead:
+        out["status"] = "timeout" if conn.dead == "timeout" else "lost"
+    return out
 
 
 def main(ctl_fd: int, chan_fd: int) -> None:

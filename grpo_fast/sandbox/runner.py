@@ -223,6 +223,19 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
+    def op_live(self, name: str) -> tuple[bool, Any]:
+        """A global as ``from solution import name`` binds it: a container by handle, so the test sees it change."""
+        found, value = self.op_global(name)
+        return (found, Handle(value)) if found and type(value) in _IN_PLACE else (found, value)
+
+    def op_names(self) -> list[str]:
+        """What ``from solution import *`` binds: ``__all__``, else every name not starting with ``_``."""
+        d = self.module.__dict__ if self.module is not None else {}
+        names = d.get("__all__")
+        if isinstance(names, (list, tuple)) and all(type(n) is str for n in names):
+            return list(names)
+        return [n for n in d if type(n) is str and not n.startswith("_")]
+
     def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list | tuple = (), updates: list | tuple = (),
                 capture: tuple = (False, False, False), keep: bool = True) -> tuple:
         """Call ``fn``. ``new``: containers among the arguments to track (for the job, or with ``keep`` false for

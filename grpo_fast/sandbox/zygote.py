@@ -136,7 +136,7 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        keys = ("setup", "tests", "timeout", "expose", "trusted")  # the judge never needs the program's source
+        keys = ("setup", "tests", "timeout", "expose", "trusted", "pytest")  # never the program's source
         fields = {k: spec.get(k) for k in keys}
         payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
@@ -280,6 +280,8 @@ class Zygote:
     def _finish(self, job: _Job) -> dict[str, Any]:
         v, r, spec = job.verdict or {}, job.report or {}, job.spec
         n = len(spec.get("tests") or [])
+        if spec.get("pytest") and type(v.get("n")) is int and v["n"] >= 0:  # a pytest file: as many as pytest ran
+            n = v["n"]
         rc = r.get("returncode")
         status = v.get("status", "exited")
         if status == "lost":
@@ -361,7 +363,9 @@ def main(argv: list[str]) -> None:
             __import__(name)
         except ImportError:
             pass
-    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
+    from . import connection, pytest_run, runner  # noqa: F401 - loaded once here, not in every process
+
+    pytest_run.preload()  # pytest files are run by pytest in the judge: imported here, not in every job
 
     private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
     if level == isolation.STRONGEST and not private_root:
