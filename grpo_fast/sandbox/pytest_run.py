@@ -44,6 +44,12 @@ OUTSIDE_NAMES = {
     "the program", "mkdtemp": "a file shared by the test and the program",
     "TemporaryDirectory": "a file shared by the test and the program",
     "assertLogs": "logging runs in the program's process", "getLogger": "logging runs in the program's process",
+    "GeneratorType": "a program's generator is a proxy in the test's process",
+    "isgenerator": "a program's generator is a proxy in the test's process",
+    "Generator": "a program's generator is a proxy in the test's process",
+    "AsyncGenerator": "a program's async generator is a proxy in the test's process",
+    "isasyncgen": "a program's async generator is a proxy in the test's process",
+    "gather": "asyncio.gather runs the program's coroutines one at a time",
 }
 
 
@@ -151,7 +157,8 @@ class Verdicts:
         from _pytest.python import Module
 
         node = Module.from_parent(session, path=Path(self.module.__file__))
-        node.obj = self.module
+        module = self.module
+        node._getobj = lambda: module  # no import: the module is already loaded; its marks are read as usual
         session.items = list(session.genitems(node))
         session.testscollected = len(session.items)
         return True
@@ -187,7 +194,8 @@ class Verdicts:
         if self.conn.dead and state[0] == "pass":  # the program died or hung inside this test: never a pass
             state[:] = ["fail", self.conn.dead]
         if state[0] == "fail":
-            why = self.conn.rule or _outside(self.items.get(nodeid))
+            why = self.conn.rule or _outside(self.items.get(nodeid)) or (
+                "a program object is a proxy in the test's process" if "Remote" in state[1] else "")
             if why and not state[1].startswith("outside design"):
                 state[1] = f"outside design ({why}): {state[1]}"
 
