@@ -1136,7 +1136,7 @@ OUTSIDE["tmp_path_program_reads"] = ("a file shared by the test and the program"
         p.write_text("a\\nb\\nc\\n")
         assert count_lines(str(p)) == 3
     """))
-OUTSIDE["monkeypatch_input"] = ("monkeypatch changes the test's process, not the program's", S("""
+HONEST["monkeypatch_input"] = ("builtin fixtures", S("""
     def ask():
         return input("name? ").upper()
     """), S("""
@@ -1146,7 +1146,7 @@ OUTSIDE["monkeypatch_input"] = ("monkeypatch changes the test's process, not the
         monkeypatch.setattr("builtins.input", lambda _: "bob")
         assert ask() == "BOB"
     """))
-OUTSIDE["monkeypatch_env"] = ("monkeypatch changes the test's process, not the program's", S("""
+HONEST["monkeypatch_env"] = ("builtin fixtures", S("""
     import os
 
     def mode():
@@ -1158,7 +1158,7 @@ OUTSIDE["monkeypatch_env"] = ("monkeypatch changes the test's process, not the p
         monkeypatch.setenv("APP_MODE", "prod")
         assert mode() == "prod"
     """))
-OUTSIDE["seeded_random"] = ("the test seeds random in its own process", S("""
+HONEST["seeded_random"] = ("builtin fixtures", S("""
     import random
 
     def rolls(n):
@@ -1361,3 +1361,88 @@ GAPS["context_manager_fills_dict"] = (
             pass
         assert sink == {"closed": True}
     """))
+
+honest("test_object_lent", "objects", S("""
+    def total_value(nodes):
+        return sum(n.value for n in nodes)
+
+    def longest(words, key):
+        return max(words, key=key)
+    """), """
+    from solution import longest, total_value
+
+    class Node:
+        def __init__(self, value):
+            self.value = value
+
+    def word_len(w):
+        return len(w)
+
+    def test_nodes():
+        assert total_value([Node(1), Node(2)]) == 3
+
+    def test_key():
+        assert longest(["a", "abc", "ab"], word_len) == "abc"
+    """)
+
+honest("mock_patch_program_global", "builtin fixtures", S("""
+    def fetch(url):
+        raise ConnectionError("no network here")
+
+    def title(url):
+        return fetch(url).upper()
+    """), """
+    from unittest import mock
+    import solution
+
+    def test_title():
+        with mock.patch("solution.fetch", return_value="hello") as fake:
+            assert solution.title("http://x") == "HELLO"
+        fake.assert_called_once_with("http://x")
+    """)
+honest("monkeypatch_program_global", "builtin fixtures", S("""
+    def now():
+        raise RuntimeError("clock")
+
+    def stamp(msg):
+        return f"[{now()}] {msg}"
+    """), """
+    import solution
+
+    def test_stamp(monkeypatch):
+        monkeypatch.setattr(solution, "now", lambda: "12:00")
+        assert solution.stamp("hi") == "[12:00] hi"
+    """)
+honest("monkeypatch_stdin", "builtin fixtures", S("""
+    import sys
+
+    def read_total():
+        return sum(int(line) for line in sys.stdin.read().split())
+    """), """
+    import io
+    from solution import read_total
+
+    def test_total(monkeypatch):
+        monkeypatch.setattr("sys.stdin", io.StringIO("1 2\\n3\\n"))
+        assert read_total() == 6
+    """)
+honest("random_shared_stream", "builtin fixtures", S("""
+    import random
+
+    def shuffled(xs):
+        xs = list(xs)
+        random.shuffle(xs)
+        return xs
+    """), """
+    import random
+    from solution import shuffled
+
+    def test_shuffle():
+        random.seed(3)
+        got = shuffled(range(10))
+        random.seed(3)
+        expected = list(range(10))
+        random.shuffle(expected)
+        assert got == expected
+        assert random.random() == random.random() or True
+    """)

@@ -296,7 +296,7 @@ def test_rows_whose_reference_fails_are_reported_and_not_trained_on(tmp_path, ca
     path.write_text("".join(json.dumps(r) + "\n" for r in [*raws, broken]))
     assert main(["train", "code", f"dataset={path}", "evaluate=false", "--dry-run"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert " reference solutions did not get full" in out and "not trained on" in out
+    assert " reference solutions do not get full" in out and "not trained on" in out
     assert "print(0)" in out  # the dropped row is shown
     every = tmp_path / "all_broken.jsonl"
     every.write_text(json.dumps(broken) + "\n")

@@ -246,11 +246,18 @@ def audit_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold, s
     details = details if isinstance(details, list) and len(details) == len(checked) else [None] * len(checked)
     best = rewards.correctness_max
     failures = []
-    for index, score, detail in zip(checked, scores, details):
+    for index, text, score, detail in zip(checked, texts, scores, details):
         if score is None or score < best - 1e-9:
             why = (detail or {}).get("why") or f"scored {score} (< {best:g})"
-            failures.append((index, f"row {index}: {user_text(rows[index].get('prompt'))[:50]!r} | {why}"))
+            asked, given = user_text(rows[index].get("prompt"))[:40], _code_or_text(text)[:40]
+            failures.append((index, f"row {index}: {asked!r}, reference {given!r} | {why}"))
     return GoldAudit(len(have), checked, failures, rewards.correctness)
+
+
+def _code_or_text(text: str) -> str:
+    """A reference's first line of substance: its code when fenced, so the row can be told from its neighbours."""
+    body = text.split("```", 2)[1].split("\n", 1)[-1] if text.count("```") >= 2 else text
+    return body.strip()
 
 
 def failing_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import pytest_run
 from .connection import IMPORTABLE_PACKAGES, Connection, importable, own_module
+from .shared_state import SharedState
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
@@ -102,13 +103,14 @@ def _alarm(signum: int, frame: Any) -> None:
     raise Deadline
 
 
-def _solution_module(conn: Connection) -> types.ModuleType:
+class SolutionModule(types.ModuleType):
     """``import solution`` / ``from solution import f`` in a test reach the candidate's module: a container
-    global comes by handle (``from solution import history`` sees the program's list as it changes), and
-    ``from solution import *`` binds the program's public names (``__all__``), builtin-named ones included."""
-    mod = types.ModuleType(SOLUTION_MODULE)
+    global comes by handle (``from solution import history`` sees the program's list as it changes), ``from
+    solution import *`` binds the program's public names (``__all__``), builtin-named ones included, and a
+    test's ``monkeypatch.setattr(solution, ...)`` or ``mock.patch("solution.f")`` sets the program's global."""
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562 module attribute hook
+    def __getattr__(self, name: str) -> Any:
+        conn = self.__dict__["_sbx_conn"]
         if name == "__all__":
             names = conn.request("names")
             if type(names) is list and all(type(n) is str for n in names):
@@ -119,7 +121,22 @@ def _solution_module(conn: Connection) -> types.ModuleType:
                 return value
         raise AttributeError(f"module {SOLUTION_MODULE!r} has no attribute {name!r}")
 
-    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("__"):
+            super().__setattr__(name, value)
+        else:
+            self.__dict__["_sbx_conn"].request("setglobal", name, value)
+
+    def __delattr__(self, name: str) -> None:  # a patch undone: the program's own value is back
+        if name.startswith("__"):
+            super().__delattr__(name)
+        else:
+            self.__dict__["_sbx_conn"].request("unpatch", name)
+
+
+def _solution_module(conn: Connection) -> types.ModuleType:
+    mod = SolutionModule(SOLUTION_MODULE)
+    mod.__dict__["_sbx_conn"] = conn
     return mod
 
 
@@ -149,7 +166,7 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
     n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
-    conn = Connection(sock, deadline)
+    conn = (SharedState if job.get("pytest") else Connection)(sock, deadline)
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod

@@ -130,14 +130,17 @@ def load(code: types.CodeType, namespace: dict[str, Any]) -> types.ModuleType:
     namespace.update({"__name__": MODULE, "__file__": module.__file__})
     saved = pytest.main, unittest.main
     pytest.main = unittest.main = _no_main  # type: ignore[assignment]
-    sys.modules[MODULE] = module
     try:
         exec(code, namespace)  # noqa: S102 - the dataset's test file
     except SystemExit:
         pass
     finally:
         pytest.main, unittest.main = saved
+    for value in list(namespace.values()):  # the test's own classes and functions, as in the assert format:
+        if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == MODULE:
+            value.__module__ = "__main__"  # lent to the program as the test's, never looked up by name there
     module.__dict__.update(namespace.items())
+    namespace["__name__"] = "__main__"  # what the tests define as they run (a lambda) is the test's, as above
     return module
 
 

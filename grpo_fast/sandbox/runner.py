@@ -6,6 +6,7 @@ code and call arguments. Results go back by value when they are plain data (see 
 
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
 import importlib
@@ -14,6 +15,7 @@ import marshal
 import math
 import operator
 import os
+import random
 import socket
 import sys
 import types
@@ -38,6 +40,7 @@ class Handle:
 
 
 _IN_PLACE = (list, dict, set, bytearray, collections.deque)
+_MISSING = object()
 _LENT_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
 
 
@@ -115,6 +118,26 @@ _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.
         "ge": operator.ge}
 
 
+class ProgramState:
+    """What the test changed in its process, applied here (``shared_state.SharedState`` sends it)."""
+
+    def __init__(self) -> None:
+        self.input, self.stdin = builtins.input, sys.stdin
+
+    def apply(self, changes: dict[str, Any]) -> None:
+        for key, value in (changes.get("env") or {}).items():
+            if type(key) is str and value is None:
+                os.environ.pop(key, None)
+            elif type(key) is str and type(value) is str:
+                os.environ[key] = value
+        if "random" in changes:
+            random.setstate(changes["random"])
+        if "input" in changes:
+            builtins.input = changes["input"] if changes["input"] is not None else self.input
+        if "stdin" in changes:
+            sys.stdin = changes["stdin"] if changes["stdin"] is not None else self.stdin
+
+
 class Runner:
     """The candidate's objects by handle, and one method per request the judge may make."""
 
@@ -124,6 +147,8 @@ class Runner:
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
         self.shared = Shared()
+        self.state: ProgramState | None = None
+        self.patched: dict[str, Any] = {}  # globals the test patched: their own values
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
     def export(self, obj: Any) -> int:
@@ -235,6 +260,30 @@ class Runner:
         if isinstance(names, (list, tuple)) and all(type(n) is str for n in names):
             return list(names)
         return [n for n in d if type(n) is str and not n.startswith("_")]
+
+    def op_state(self, changes: dict) -> None:
+        """What the test changed in its process since the last call (``shared_state``)."""
+        if self.state is None:
+            self.state = ProgramState()
+        self.state.apply(changes)
+
+    def op_random_state(self) -> Any:
+        return random.getstate()
+
+    def op_setglobal(self, name: str, value: Any) -> None:
+        """``monkeypatch.setattr(solution, name, value)`` / ``mock.patch("solution.name")`` from the test."""
+        if self.module is not None and type(name) is str and not name.startswith("__"):
+            self.patched.setdefault(name, self.module.__dict__.get(name, _MISSING))
+            setattr(self.module, name, value)
+
+    def op_unpatch(self, name: str) -> None:
+        """A patch the test undoes (``delattr``): the program's own value is back."""
+        if self.module is not None and name in self.patched:
+            value = self.patched.pop(name)
+            if value is _MISSING:
+                self.module.__dict__.pop(name, None)
+            else:
+                setattr(self.module, name, value)
 
     def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list | tuple = (), updates: list | tuple = (),
                 capture: tuple = (False, False, False), keep: bool = True) -> tuple:

@@ -1,0 +1,69 @@
+"""What a test changes in its own process that the program would see if both ran in one interpreter.
+
+In a pytest job the judge keeps the program's process in step, at each call the test makes into the program:
+environment variables (``monkeypatch.setenv``), ``builtins.input`` and ``sys.stdin`` (``monkeypatch.setattr``,
+``mock.patch``: the test's function or stream is lent to the program, which calls back into the judge), and the
+global ``random`` generator (``random.seed`` in the test, draws in the program, and back: one stream, as in one
+interpreter). Only what changed since the last call is sent; nothing is sent for a test that changes none of it.
+A program sends back only its ``random`` state, as data (``random.setstate`` checks it). The program's side is
+``runner.ProgramState``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import random
+import sys
+from typing import Any
+
+from .connection import Connection
+
+
+class SharedState(Connection):
+    """The judge's end of a pytest job: a ``Connection`` that brings the test's process state along on each call."""
+
+    def __init__(self, sock: Any, deadline: float) -> None:
+        super().__init__(sock, deadline)
+        self.env = dict(os.environ)
+        self.random = random.getstate()
+        self.input, self.stdin = builtins.input, sys.stdin
+        self.own_input, self.own_stdin = builtins.input, sys.stdin
+        self.random_shared = False  # once the test has changed the generator, it follows the program's draws
+
+    def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        changes = self.changes()
+        if changes:
+            self.request("state", changes)
+        try:
+            return super().call(fn, args, kwargs)
+        finally:
+            if self.random_shared and not self.dead:
+                state = self.request("random_state")
+                try:
+                    random.setstate(state)
+                except (TypeError, ValueError):  # not a state: the test's generator stays as it was
+                    pass
+                self.random = random.getstate()
+
+    def changes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        env = dict(os.environ)
+        if env != self.env:
+            out["env"] = {k: env.get(k) for k in set(env) | set(self.env) if env.get(k) != self.env.get(k)}
+            self.env = env
+        state = random.getstate()
+        if state != self.random:
+            out["random"], self.random, self.random_shared = state, state, True
+        if builtins.input is not self.input:
+            self.input = builtins.input
+            out["input"] = None if builtins.input is self.own_input else builtins.input
+        if sys.stdin is not self.stdin and not _captured(sys.stdin):
+            self.stdin = sys.stdin
+            out["stdin"] = None if sys.stdin is self.own_stdin else sys.stdin
+        return out
+
+
+def _captured(stream: Any) -> bool:
+    """pytest's own stand-in for stdin while it captures (reading it fails): not the test's doing."""
+    return type(stream).__name__ == "DontReadFromInput"
