@@ -1124,7 +1124,7 @@ honest("class_hierarchy", "objects", S("""
     """)
 
 # -- outside the design: counted and shown, never a silent zero
-OUTSIDE["tmp_path_program_reads"] = ("a file shared by the test and the program", S("""
+HONEST["tmp_path_program_reads"] = ("files", S("""
     def count_lines(path):
         with open(path) as f:
             return sum(1 for _ in f)
@@ -1446,3 +1446,99 @@ honest("random_shared_stream", "builtin fixtures", S("""
         assert got == expected
         assert random.random() == random.random() or True
     """)
+
+honest("tmp_path_program_writes", "files", S("""
+    import json
+
+    def save(path, data):
+        with open(path, "w") as f:
+            json.dump(data, f)
+    """), """
+    import json
+    from solution import save
+
+    def test_save(tmp_path):
+        target = tmp_path / "out.json"
+        save(str(target), {"a": 1})
+        assert json.loads(target.read_text()) == {"a": 1}
+    """)
+honest("tmpdir_legacy", "files", S("""
+    def word_count(path):
+        with open(path) as f:
+            return len(f.read().split())
+    """), """
+    from solution import word_count
+
+    def test_count(tmpdir):
+        p = tmpdir.join("words.txt")
+        p.write("one two three")
+        assert word_count(str(p)) == 3
+    """)
+honest("relative_file_written_by_program", "files", S("""
+    def write_report(lines):
+        with open("report.txt", "w") as f:
+            f.write("\\n".join(lines))
+        return len(lines)
+    """), """
+    import os
+    from solution import write_report
+
+    def test_report():
+        assert write_report(["a", "b"]) == 2
+        assert os.path.exists("report.txt")
+        with open("report.txt") as f:
+            assert f.read() == "a\\nb"
+    """)
+honest("test_writes_then_program_appends", "files", S("""
+    def append_line(path, line):
+        with open(path, "a") as f:
+            f.write(line + "\\n")
+
+    def read_lines(path):
+        with open(path) as f:
+            return f.read().splitlines()
+    """), """
+    from solution import append_line, read_lines
+
+    def test_append(tmp_path):
+        p = tmp_path / "log.txt"
+        p.write_text("first\\n")
+        append_line(str(p), "second")
+        assert read_lines(str(p)) == ["first", "second"]
+        assert p.read_text() == "first\\nsecond\\n"
+    """)
+honest("csv_roundtrip", "files", S("""
+    import csv
+
+    def total_column(path, column):
+        with open(path, newline="") as f:
+            return sum(float(row[column]) for row in csv.DictReader(f))
+    """), """
+    import csv
+    from solution import total_column
+
+    def test_total(tmp_path):
+        p = tmp_path / "data.csv"
+        with open(p, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["name", "price"])
+            w.writerow(["a", "1.5"])
+            w.writerow(["b", "2.5"])
+        assert total_column(str(p), "price") == 4.0
+    """)
+honest("missing_file_raises", "files", S("""
+    def load(path):
+        with open(path) as f:
+            return f.read()
+    """), """
+    import pytest
+    from solution import load
+
+    def test_missing(tmp_path):
+        with pytest.raises(FileNotFoundError):
+            load(str(tmp_path / "nope.txt"))
+    """)
+WRONG["file_wrong"] = (S("""
+    def count_lines(path):
+        return 0
+    """), HONEST["tmp_path_program_reads"][2])

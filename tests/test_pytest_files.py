@@ -142,3 +142,21 @@ def test_rewards_check_cli_stops_when_most_references_fail(tmp_path: Path) -> No
     assert done.returncode == 2, out
     assert "6 of 8 reference solutions do not get full" in out and "Traceback" not in out, out
     assert "the reward or the data is broken" in out, out
+
+
+def test_shared_files_never_leave_the_working_directory(tmp_path: Path) -> None:
+    """What the program sends back is checked on arrival: no absolute path, no ``..``, no link followed."""
+    from grpo_fast.sandbox.scratch import Scratch
+
+    root = tmp_path / "work"
+    (root / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    Scratch(str(root)).apply({"../escaped": b"x", "/tmp/abs": b"x", "sub/../../escaped2": b"x",
+                              "link/through": b"x", "solution.py": b"x", "ok/file.txt": b"fine", "dir/": True})
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["file.txt"]
+    assert (root / "dir").is_dir() and not list(outside.iterdir())
+    side = Scratch(str(root))
+    assert side.changed() == {"sub/": True, "ok/": True, "ok/file.txt": b"fine", "dir/": True}
+    assert side.changed() == {}  # only what changed crosses

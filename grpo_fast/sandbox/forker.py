@@ -99,7 +99,8 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         _share_cpu(desc)
-        workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
+        workdir = "/" if private_root and not desc.get("scratch") else \
+            isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)

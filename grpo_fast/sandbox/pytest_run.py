@@ -22,7 +22,8 @@ from typing import Any
 from .wire import Deadline, Lost
 
 MODULE = "test_solution"
-ARGS = ["-q", "-s", "--noconftest", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:faulthandler",
+ARGS = ["-q", "-s", "--noconftest", "--basetemp", "/tmp/work/.pytest", "--assert=plain", "-p", "no:cacheprovider",
+        "-p", "no:faulthandler",
         "-p", "no:pastebin", "-p", "no:junitxml", "-p", "no:doctest", "-p", "no:unraisableexception",
         "-p", "no:threadexception", "-p", "no:stepwise", "-p", "no:setuponly", "-p", "no:setupplan",
         "-W", "ignore::pytest.PytestWarning"]
@@ -175,6 +176,10 @@ class Verdicts:
         self.order.append(nodeid)
         self.state[nodeid] = ["pass", ""]
 
+    def pytest_runtest_setup(self, item: Any) -> None:
+        if hasattr(self.conn, "files"):  # a test that uses files: the two working directories kept in step
+            self.conn.files = _uses_files(item)
+
     def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
         self.items[item.nodeid] = item
         self.excinfo = call.excinfo
@@ -197,7 +202,8 @@ class Verdicts:
         if self.conn.dead and state[0] == "pass":  # the program died or hung inside this test: never a pass
             state[:] = ["fail", self.conn.dead]
         if state[0] == "fail":
-            why = self.conn.rule or _outside(self.items.get(nodeid)) or (
+            shared = getattr(self.conn, "scratch", None) is not None  # files reach both sides
+            why = self.conn.rule or _outside(self.items.get(nodeid), shared) or (
                 "a program object is a proxy in the test's process" if "Remote" in state[1] else "")
             if why and not state[1].startswith("outside design"):
                 state[1] = f"outside design ({why}): {state[1]}"
@@ -220,19 +226,33 @@ def _names(code: Any, seen: set[str]) -> set[str]:
     return seen
 
 
-def _outside(item: Any) -> str:
+FILE_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory"})
+FILE_NAMES = frozenset({"open", "write_text", "read_text", "write_bytes", "read_bytes", "exists", "unlink",
+                        "remove", "listdir", "mkdir", "makedirs", "NamedTemporaryFile", "TemporaryDirectory",
+                        "mkdtemp", "mkstemp", "isfile", "getsize", "touch", "iterdir", "glob", "rmtree"})
+
+
+def _uses_files(item: Any) -> bool:
+    if FILE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    return code is not None and not FILE_NAMES.isdisjoint(_names(code, set()))
+
+
+def _outside(item: Any, shared_files: bool) -> str:
     """Why a failed item may be outside the design: a fixture or a name that reaches only the test's process."""
     if item is None:
         return ""
     for name in getattr(item, "fixturenames", ()):
-        if name in OUTSIDE_FIXTURES:
+        if name in OUTSIDE_FIXTURES and not (shared_files and name in FILE_FIXTURES):
             return OUTSIDE_FIXTURES[name]
     fn = getattr(item, "function", None)
     code = getattr(fn, "__code__", None)
     if code is None:
         return ""
     names = _names(code, set())
-    return next((OUTSIDE_NAMES[n] for n in sorted(names) if n in OUTSIDE_NAMES), "")
+    return next((OUTSIDE_NAMES[n] for n in sorted(names) if n in OUTSIDE_NAMES
+                 and not (shared_files and n in FILE_NAMES)), "")
 
 
 def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 from . import decoder, wire
 from .channel import LOAD, Channel
 from .mutables import Shared
+from .scratch import Scratch
 from .script import exit_builtins, flush, read_all, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
@@ -123,8 +124,11 @@ class ProgramState:
 
     def __init__(self) -> None:
         self.input, self.stdin = builtins.input, sys.stdin
+        self.scratch = Scratch()
 
     def apply(self, changes: dict[str, Any]) -> None:
+        if "files" in changes:
+            self.scratch.apply(changes["files"])
         for key, value in (changes.get("env") or {}).items():
             if type(key) is str and value is None:
                 os.environ.pop(key, None)
@@ -266,6 +270,12 @@ class Runner:
         if self.state is None:
             self.state = ProgramState()
         self.state.apply(changes)
+
+    def op_files(self) -> dict:
+        """Files the program wrote in its working directory since the last step (``scratch``)."""
+        if self.state is None:
+            self.state = ProgramState()
+        return self.state.scratch.changed()
 
     def op_random_state(self) -> Any:
         return random.getstate()

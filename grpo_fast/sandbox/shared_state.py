@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from .connection import Connection
+from .scratch import Scratch
 
 
 class SharedState(Connection):
@@ -30,14 +31,23 @@ class SharedState(Connection):
         self.input, self.stdin = builtins.input, sys.stdin
         self.own_input, self.own_stdin = builtins.input, sys.stdin
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
+        self.scratch = Scratch() if Scratch.usable() else None
+        self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
+        files = self.files and self.scratch is not None
+        if files:
+            written = self.scratch.changed()
+            if written:
+                changes["files"] = written
         if changes:
             self.request("state", changes)
         try:
             return super().call(fn, args, kwargs)
         finally:
+            if files and not self.dead:
+                self.scratch.apply(self.request("files"))
             if self.random_shared and not self.dead:
                 state = self.request("random_state")
                 try:

@@ -142,6 +142,7 @@ class Zygote:
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
         desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()],
                         [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
