@@ -84,6 +84,8 @@ NO_TESTS = {
     "helpers_only": "from solution import add\n\n\ndef check(x):\n    assert add(x, 0) == x\n",
     "class_without_tests": ("from solution import add\n\n\nclass Helper:\n    def run(self):\n"
                             "        return add(1, 2)\n"),
+    "needs_a_missing_module": ("from solution import add\nimport no_such_testing_library\n\n\ndef test_a():\n"
+                               "    assert add(1, 1) == 2\n"),
     "all_skipped": ("import pytest\nfrom solution import add\n\n\n@pytest.mark.skip\ndef test_a():\n"
                     "    assert add(1, 1) == 2\n"),
 }

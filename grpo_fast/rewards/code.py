@@ -196,8 +196,9 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
 
 code_execution_reward = make_code_execution_reward()
 
+# the dataset's fault, whatever the program
 ROW_ERRORS = ("no test collected", "every test in the test file was skipped", "the test file failed to collect",
-              "tests do not compile", "setup failed")  # the dataset's fault, whatever the program
+              "the test file needs module", "tests do not compile", "setup failed")
 
 
 def row_error(res: Any) -> bool:

@@ -263,7 +263,11 @@ def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: An
         module = load(code, namespace)
     except (Deadline, Lost):
         raise
-    except BaseException as err:  # noqa: BLE001 - e.g. ``from solution import f`` where the program has no f
+    except ImportError as err:
+        if err.name and err.name.split(".")[0] not in ("solution", "pytest"):  # the file needs a module we lack
+            return {"passed": [], "failures": [], "error": f"the test file needs module {err.name!r}: not installed"}
+        return {"passed": [False], "failures": [f"the test file failed to load: {describe(err)}"], "error": ""}
+    except BaseException as err:  # noqa: BLE001 - e.g. a top-level call into the program that raised
         return {"passed": [False], "failures": [f"the test file failed to load: {describe(err)}"], "error": ""}
     plugin = Verdicts(module, conn, describe)
     saved = sys.stdout, sys.stderr
