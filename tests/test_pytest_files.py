@@ -162,3 +162,16 @@ def test_shared_files_never_leave_the_working_directory(tmp_path: Path) -> None:
     side = Scratch(str(root))
     assert side.changed() == {"sub/": True, "ok/": True, "ok/file.txt": b"fine", "dir/": True}
     assert side.changed() == {}  # only what changed crosses
+
+
+def test_the_training_log_gets_each_rows_reason_and_the_share_outside_the_design() -> None:
+    extra: dict[str, list] = {}
+    metrics: dict[str, float] = {}
+    why, program, tests = OUTSIDE["logging_caplog"]
+    fresh = make_code_execution_reward(timeout=TIMEOUT)
+    got = fresh(None, [_fenced(program), _fenced(HONEST["capsys_out"][1])], tests=[tests, HONEST["capsys_out"][2]],
+                log_extra=lambda col, vals: extra.setdefault(col, vals),
+                log_metric=lambda name, value: metrics.setdefault(name, value))
+    assert got == [0.0, 1.0]
+    assert extra["code_why"][0].startswith(f"outside design ({why})") and extra["code_why"][1] == ""
+    assert metrics == {"code/outside_design": 0.5, "code/row_error": 0.0}

@@ -182,6 +182,7 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
                                 "the design'); an honest program fails there too: %s", len(outside),
                                 "; ".join(sorted(set(outside))[:3]))
                 reward.outside_design += len(outside)
+        _log(kw, details)
         return scores
 
     default = timeout == 5.0 and memory_mb == 1024 and compare == "tokens" and not all_or_nothing
@@ -195,6 +196,18 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
 
 
 code_execution_reward = make_code_execution_reward()
+
+def _log(kw: dict[str, Any], details: list[dict[str, Any] | None]) -> None:
+    """Through TRL's reward hooks: per completion, why it fell short (the completions table's ``code_why``
+    column), and per batch the share of rows outside the design or in error (``code/outside_design``,
+    ``code/row_error``), so the training log shows them."""
+    log_extra, log_metric = kw.get("log_extra"), kw.get("log_metric")
+    if callable(log_extra):
+        log_extra("code_why", [(d or {}).get("why", "") for d in details])
+    if callable(log_metric) and details:
+        log_metric("code/outside_design", sum(bool((d or {}).get("outside_design")) for d in details) / len(details))
+        log_metric("code/row_error", sum(bool((d or {}).get("row_error")) for d in details) / len(details))
+
 
 # the dataset's fault, whatever the program
 ROW_ERRORS = ("no test collected", "every test in the test file was skipped", "the test file failed to collect",
