@@ -1542,3 +1542,77 @@ WRONG["file_wrong"] = (S("""
     def count_lines(path):
         return 0
     """), HONEST["tmp_path_program_reads"][2])
+
+honest("container_in_test_object", "objects", S("""
+    def add_item(cart, item):
+        cart.items.append(item)
+        return len(cart.items)
+    """), """
+    from solution import add_item
+
+    class Cart:
+        def __init__(self):
+            self.items = []
+
+    def test_add():
+        cart = Cart()
+        assert add_item(cart, "apple") == 1
+        assert cart.items == ["apple"]
+    """)
+honest("program_deep_copies_test_object", "objects", S("""
+    import copy
+
+    def with_bonus(config):
+        new = copy.deepcopy(config)
+        new["bonus"] = True
+        return new
+    """), """
+    from solution import with_bonus
+
+    def test_copy():
+        cfg = {"level": 1}
+        out = with_bonus(cfg)
+        assert out == {"level": 1, "bonus": True}
+        assert cfg == {"level": 1}
+    """)
+honest("generator_sliced_by_program", "generators", S("""
+    import itertools
+
+    def first_n(iterable, n):
+        return list(itertools.islice(iterable, n))
+    """), """
+    from solution import first_n
+
+    def squares():
+        i = 0
+        while True:
+            yield i * i
+            i += 1
+
+    def test_first():
+        g = squares()
+        assert first_n(g, 3) == [0, 1, 4]
+        assert next(g) == 9
+    """)
+honest("exception_attr_after_catch", "exceptions", S("""
+    class ValidationError(Exception):
+        def __init__(self, field, reason):
+            super().__init__(f"{field}: {reason}")
+            self.field = field
+            self.reason = reason
+
+    def validate(user):
+        if not user.get("name"):
+            raise ValidationError("name", "missing")
+        return True
+    """), """
+    import pytest
+    from solution import ValidationError, validate
+
+    @pytest.mark.parametrize("user,field", [({}, "name"), ({"name": ""}, "name")])
+    def test_invalid(user, field):
+        with pytest.raises(ValidationError) as e:
+            validate(user)
+        assert e.value.field == field and e.value.reason == "missing"
+        assert str(e.value) == "name: missing"
+    """)

@@ -42,6 +42,20 @@ class Handle:
 
 _IN_PLACE = (list, dict, set, bytearray, collections.deque)
 _MISSING = object()
+# containers read from the test's objects during the current call: (object, name, value, value as read)
+_FETCHED: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
+
+
+def put_back() -> None:
+    """At the end of a call, containers of the test's objects that the program changed go back (``setattr``), as
+    if the program had changed the test's own (``cart.items.append(x)``)."""
+    while _FETCHED:
+        obj, name, value, before = _FETCHED.popitem()[1]
+        try:
+            if value != before:
+                obj.__setattr__(name, value)
+        except Exception:  # noqa: BLE001, S110 - an object the test lent read-only (a stdlib one): nothing to do
+            pass
 _LENT_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
 
 
@@ -63,7 +77,13 @@ class Judged:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in _LENT_METADATA:
             raise AttributeError(name)  # the judge lends no internals; copy and friends look for these
-        return self._sbx("getattr", name)
+        key = (object.__getattribute__(self, "_sbx_jid"), name)
+        if key in _FETCHED:  # the same container for the whole call: every change lands in one copy
+            return _FETCHED[key][2]
+        value = self._sbx("getattr", name)
+        if type(value) in _IN_PLACE:  # a container of the test's object (``cart.items``): written back (``put_back``)
+            _FETCHED[key] = (self, name, value, copy.deepcopy(value))
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._sbx("setattr", name, value)
@@ -311,7 +331,11 @@ class Runner:
 
     def _call(self, fn: Any, args: tuple, kwargs: dict, capture: tuple) -> tuple:
         if not any(capture):  # the common case: nothing to redirect
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                if _FETCHED:
+                    put_back()
             changes = self.shared.changes(also=result)
             return (result, changes) if changes else (result,)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
@@ -326,6 +350,8 @@ class Runner:
                 result = fn(*args, **kwargs)
             finally:
                 sys.stdout, sys.stderr = saved
+                if _FETCHED:
+                    put_back()
         warned = [(w.category.__name__, str(w.message)) for w in caught] if capture[2] else []
         return result, self.shared.changes(also=result), out.getvalue(), err.getvalue(), warned[:100]
 
