@@ -4,7 +4,8 @@ The file is executed as module ``test_solution`` (so an ``if __name__ == "__main
 run; a bare ``pytest.main()`` / ``unittest.main()`` is a no-op while it loads) in the judge's test namespace, where
 ``solution`` is the program's module seen through proxies. pytest then collects that module object (no file, no
 import hook) and runs its items; each item's setup, call and teardown decide one verdict. pytest and its plugins
-are imported once in the template (``preload``), so a job pays only for its own session.
+are imported once in the template (``preload``, at the first pytest job), so a job pays only for its own session;
+a workload without pytest files never loads it.
 
 Skipped items leave the count; an xfail that fails (or passes, when not strict) counts as passed, as pytest's exit
 code counts it. Where two interpreters cannot give plain-Python behaviour (a file both sides should see, a patch
@@ -22,8 +23,8 @@ from typing import Any
 from .wire import Deadline, Lost
 
 MODULE = "test_solution"
-ARGS = ["-q", "-s", "--noconftest", "--basetemp", "/tmp/work/.pytest", "--assert=plain", "-p", "no:cacheprovider",
-        "-p", "no:faulthandler",
+ARGS = ["-q", "-s", "--noconftest", "--disable-plugin-autoload", "--basetemp", "/tmp/work/.pytest",
+        "--assert=plain", "-p", "no:cacheprovider", "-p", "no:faulthandler",
         "-p", "no:pastebin", "-p", "no:junitxml", "-p", "no:doctest", "-p", "no:unraisableexception",
         "-p", "no:threadexception", "-p", "no:stepwise", "-p", "no:setuponly", "-p", "no:setupplan",
         "-W", "ignore::pytest.PytestWarning"]
@@ -54,9 +55,15 @@ OUTSIDE_NAMES = {
 }
 
 
+_loaded: list[bool] = []
+
+
 def preload() -> bool:
-    """Import pytest and its default plugins (in the template, so no job pays for it); False without pytest."""
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no entry-point scan of site-packages in a job
+    """Import pytest and its default plugins and run one session on a built-in file, once: done in the template
+    (the forker, at its first pytest job), so no job pays for it. True when it was done by this call."""
+    if _loaded:
+        return False
+    _loaded.append(True)
     try:
         import pytest  # noqa: F401
         from _pytest.config import default_plugins

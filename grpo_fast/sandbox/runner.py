@@ -6,8 +6,6 @@ code and call arguments. Results go back by value when they are plain data (see 
 
 from __future__ import annotations
 
-import builtins
-import collections
 import copy
 import importlib
 import io
@@ -24,8 +22,9 @@ from typing import Any
 
 from . import decoder, wire
 from .channel import LOAD, Channel
+from .lent import IN_PLACE, Judged, put_back
 from .mutables import Shared
-from .scratch import Scratch
+from .program_state import ProgramState
 from .script import exit_builtins, flush, read_all, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
@@ -40,95 +39,7 @@ class Handle:
         self.value = value
 
 
-_IN_PLACE = (list, dict, set, bytearray, collections.deque)
 _MISSING = object()
-# containers read from the test's objects during the current call: (object, name, value, value as read)
-_FETCHED: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
-
-
-def put_back() -> None:
-    """At the end of a call, containers of the test's objects that the program changed go back (``setattr``), as
-    if the program had changed the test's own (``cart.items.append(x)``)."""
-    while _FETCHED:
-        obj, name, value, before = _FETCHED.popitem()[1]
-        try:
-            if value != before:
-                obj.__setattr__(name, value)
-        except Exception:  # noqa: BLE001, S110 - an object the test lent read-only (a stdlib one): nothing to do
-            pass
-_LENT_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
-
-
-class Judged:
-    """A judge object the test lent the program (a function, an iterator...): every use is a request to the judge."""
-
-    __slots__ = ("_sbx_jid", "_sbx_chan", "__weakref__")
-
-    def __init__(self, jid: int, channel: Channel) -> None:
-        object.__setattr__(self, "_sbx_jid", jid)
-        object.__setattr__(self, "_sbx_chan", channel)
-
-    def _sbx(self, op: str, *args: Any) -> Any:
-        return object.__getattribute__(self, "_sbx_chan").request(op, self, *args)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._sbx("call", args, kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name not in _LENT_METADATA:
-            raise AttributeError(name)  # the judge lends no internals; copy and friends look for these
-        key = (object.__getattribute__(self, "_sbx_jid"), name)
-        if key in _FETCHED:  # the same container for the whole call: every change lands in one copy
-            return _FETCHED[key][2]
-        value = self._sbx("getattr", name)
-        if type(value) in _IN_PLACE:  # a container of the test's object (``cart.items``): written back (``put_back``)
-            _FETCHED[key] = (self, name, value, copy.deepcopy(value))
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._sbx("setattr", name, value)
-
-    def __copy__(self) -> Judged:  # a lent object is the test's: a copy of it is itself, as for a function
-        return self
-
-    def __deepcopy__(self, memo: Any) -> Judged:
-        return self
-
-    def __iter__(self) -> Any:
-        return self._sbx("iter")
-
-    def __next__(self) -> Any:
-        return self._sbx("next")
-
-    def __len__(self) -> int:
-        return self._sbx("len")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._sbx("getitem", key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._sbx("setitem", key, value)
-
-    def __contains__(self, item: Any) -> bool:
-        return self._sbx("contains", item)
-
-    def __bool__(self) -> bool:
-        return self._sbx("bool")
-
-    def __repr__(self) -> str:
-        return self._sbx("repr")
-
-    def __str__(self) -> str:
-        return self._sbx("str")
-
-    def __hash__(self) -> int:
-        return self._sbx("hash")
-
-
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Judged, f"__{_name}__", lambda self, other, _n=_name: self._sbx("cmp", _n, other))
-
-
 _UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int,
           "float": float, "complex": complex, "index": operator.index, "round": round, "trunc": math.trunc,
           "floor": math.floor, "ceil": math.ceil, "reversed": reversed}
@@ -137,29 +48,6 @@ _BINARY = {name: getattr(operator, name) for name in ("add", "sub", "mul", "true
 _BINARY["divmod"] = divmod
 _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
         "ge": operator.ge}
-
-
-class ProgramState:
-    """What the test changed in its process, applied here (``shared_state.SharedState`` sends it)."""
-
-    def __init__(self) -> None:
-        self.input, self.stdin = builtins.input, sys.stdin
-        self.scratch = Scratch()
-
-    def apply(self, changes: dict[str, Any]) -> None:
-        if "files" in changes:
-            self.scratch.apply(changes["files"])
-        for key, value in (changes.get("env") or {}).items():
-            if type(key) is str and value is None:
-                os.environ.pop(key, None)
-            elif type(key) is str and type(value) is str:
-                os.environ[key] = value
-        if "random" in changes:
-            random.setstate(changes["random"])
-        if "input" in changes:
-            builtins.input = changes["input"] if changes["input"] is not None else self.input
-        if "stdin" in changes:
-            sys.stdin = changes["stdin"] if changes["stdin"] is not None else self.stdin
 
 
 class Runner:
@@ -275,7 +163,7 @@ class Runner:
     def op_live(self, name: str) -> tuple[bool, Any]:
         """A global as ``from solution import name`` binds it: a container by handle, so the test sees it change."""
         found, value = self.op_global(name)
-        return (found, Handle(value)) if found and type(value) in _IN_PLACE else (found, value)
+        return (found, Handle(value)) if found and type(value) in IN_PLACE else (found, value)
 
     def op_names(self) -> list[str]:
         """What ``from solution import *`` binds: ``__all__``, else every name not starting with ``_``."""
@@ -334,8 +222,7 @@ class Runner:
             try:
                 result = fn(*args, **kwargs)
             finally:
-                if _FETCHED:
-                    put_back()
+                put_back()
             changes = self.shared.changes(also=result)
             return (result, changes) if changes else (result,)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
@@ -350,8 +237,7 @@ class Runner:
                 result = fn(*args, **kwargs)
             finally:
                 sys.stdout, sys.stderr = saved
-                if _FETCHED:
-                    put_back()
+                put_back()
         warned = [(w.category.__name__, str(w.message)) for w in caught] if capture[2] else []
         return result, self.shared.changes(also=result), out.getvalue(), err.getvalue(), warned[:100]
 
@@ -367,7 +253,7 @@ class Runner:
 
     def op_getattr(self, obj: Any, name: str) -> Any:
         value = getattr(obj, name)
-        return Handle(value) if type(value) in _IN_PLACE else value
+        return Handle(value) if type(value) in IN_PLACE else value
 
     def op_setattr(self, obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
@@ -377,7 +263,7 @@ class Runner:
 
     def op_getitem(self, obj: Any, key: Any) -> Any:
         value = obj[key]
-        return Handle(value) if type(value) in _IN_PLACE else value
+        return Handle(value) if type(value) in IN_PLACE else value
 
     def op_setitem(self, obj: Any, key: Any, value: Any) -> None:
         obj[key] = value

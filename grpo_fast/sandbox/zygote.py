@@ -364,9 +364,7 @@ def main(argv: list[str]) -> None:
             __import__(name)
         except ImportError:
             pass
-    from . import connection, pytest_run, runner  # noqa: F401 - loaded once here, not in every process
-
-    pytest_run.preload()  # pytest files are run by pytest in the judge: imported here, not in every job
+    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
 
     private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
     if level == isolation.STRONGEST and not private_root:
