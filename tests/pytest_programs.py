@@ -131,7 +131,6 @@ HISTORY = S("""
 HONEST: dict[str, tuple[str, str, str]] = {}
 OUTSIDE: dict[str, tuple[str, str, str]] = {}
 WRONG: dict[str, tuple[str, str]] = {}
-GAPS: dict[str, tuple[str, str, str]] = {}  # honest, below 1.0 and not yet detected: named in docs/rewards.md
 
 
 def honest(name: str, family: str, solution: str, tests: str) -> None:
@@ -1342,8 +1341,7 @@ honest("logging_return_only", "logging", S("""
         assert process(4) == 8
     """)
 
-GAPS["context_manager_fills_dict"] = (
-    "a container the test handed over, changed by the program's __exit__, is synced only at the next call", S("""
+honest("context_manager_fills_dict", "objects", S("""
     class Recorder:
         def __init__(self, sink):
             self.sink = sink
@@ -1615,4 +1613,42 @@ honest("exception_attr_after_catch", "exceptions", S("""
             validate(user)
         assert e.value.field == field and e.value.reason == "missing"
         assert str(e.value) == "name: missing"
+    """)
+
+honest("context_manager_prints", "objects", S("""
+    import time
+
+    class timer:
+        def __init__(self, label):
+            self.label = label
+        def __enter__(self):
+            print(f"start {self.label}")
+            self.t = time.perf_counter()
+            return self
+        def __exit__(self, *exc):
+            print(f"end {self.label}")
+            return False
+    """), """
+    from solution import timer
+
+    def test_prints(capsys):
+        with timer("load"):
+            pass
+        assert capsys.readouterr().out == "start load\\nend load\\n"
+    """)
+honest("context_manager_suppresses", "objects", S("""
+    class ignoring:
+        def __init__(self, *kinds):
+            self.kinds = kinds
+        def __enter__(self):
+            return self
+        def __exit__(self, kind, exc, tb):
+            return kind is not None and issubclass(kind, self.kinds)
+    """), """
+    from solution import ignoring
+
+    def test_suppress():
+        with ignoring(KeyError):
+            {}["x"]
+        assert True
     """)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pytest_programs import GAPS, HONEST, OUTSIDE, WRONG
+from pytest_programs import HONEST, OUTSIDE, WRONG
 
 from grpo_fast import sandbox as sb
 from grpo_fast.rewards import code_tests
@@ -58,13 +58,6 @@ def test_outside_the_design_is_counted_and_shown(name: str, caplog: pytest.LogCa
     detail = fresh.last_details[0]
     assert detail["outside_design"] >= 1 and detail["why"].startswith(f"outside design ({why})"), detail
     assert fresh.outside_design == 1 and "outside the design" in caplog.text
-
-
-@pytest.mark.parametrize("name", sorted(GAPS))
-def test_known_gaps_stay_below_full(name: str) -> None:
-    """Honest programs the sandbox still fails without saying why (docs/rewards.md): a change here is news."""
-    _, program, tests = GAPS[name]
-    assert reward(None, [_fenced(program)], tests=[tests]) == [0.0]
 
 
 def test_wrong_programs_in_pytest_files_score_below_full() -> None:
