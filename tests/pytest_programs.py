@@ -1652,3 +1652,54 @@ honest("context_manager_suppresses", "objects", S("""
             {}["x"]
         assert True
     """)
+
+honest("program_exits_under_raises", "exceptions", S("""
+    import sys
+
+    def main(args):
+        if not args:
+            print("usage: main ARGS", file=sys.stderr)
+            sys.exit(2)
+        return len(args)
+    """), """
+    import pytest
+    from solution import main
+
+    def test_usage(capsys):
+        with pytest.raises(SystemExit) as e:
+            main([])
+        assert e.value.code == 2
+        assert "usage" in capsys.readouterr().err
+
+    def test_ok():
+        assert main(["a"]) == 1
+    """)
+honest("main_reads_input_prints", "builtin fixtures", S("""
+    def main():
+        n = int(input())
+        nums = list(map(int, input().split()))
+        print(sum(nums[:n]))
+    """), """
+    from solution import main
+
+    def test_main(monkeypatch, capsys):
+        lines = iter(["3", "1 2 3 4"])
+        monkeypatch.setattr("builtins.input", lambda *a: next(lines))
+        main()
+        assert capsys.readouterr().out.strip() == "6"
+    """)
+honest("result_types", "objects", S("""
+    def group(words):
+        out = {}
+        for w in words:
+            out.setdefault(len(w), []).append(w)
+        return out
+    """), """
+    from solution import group
+
+    def test_types():
+        res = group(["a", "bb", "cc"])
+        assert isinstance(res, dict) and type(res) is dict
+        assert res == {1: ["a"], 2: ["bb", "cc"]}
+        assert all(isinstance(v, list) for v in res.values())
+    """)

@@ -61,6 +61,7 @@ class Runner:
         self.shared = Shared()
         self.state: ProgramState | None = None
         self.patched: dict[str, Any] = {}  # globals the test patched: their own values
+        self.unsent = ("", "")  # what a call that raised had printed while the test captured its output
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
     def export(self, obj: Any) -> int:
@@ -185,6 +186,11 @@ class Runner:
             self.state = ProgramState()
         return self.state.scratch.changed()
 
+    def op_unsent(self) -> tuple[str, str]:
+        """What the last call that raised printed to stdout and stderr while captured (then forgotten)."""
+        unsent, self.unsent = self.unsent, ("", "")
+        return unsent
+
     def op_random_state(self) -> Any:
         return random.getstate()
 
@@ -235,6 +241,9 @@ class Runner:
                 warnings.simplefilter("always")
             try:
                 result = fn(*args, **kwargs)
+            except BaseException:
+                self.unsent = (out.getvalue(), err.getvalue())  # printed before it raised: the judge may ask
+                raise
             finally:
                 sys.stdout, sys.stderr = saved
                 put_back()

@@ -19,6 +19,7 @@ from typing import Any
 
 from .connection import Connection
 from .scratch import Scratch
+from .wire import Deadline, Lost
 
 
 class SharedState(Connection):
@@ -45,6 +46,15 @@ class SharedState(Connection):
             self.request("state", changes)
         try:
             return super().call(fn, args, kwargs)
+        except BaseException as exc:  # what the call printed before it raised still reaches the test's capture
+            captured = sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__
+            if captured and not isinstance(exc, (Deadline, Lost)) and not self.dead:
+                printed = self.request("unsent")
+                if type(printed) is tuple and len(printed) == 2 and all(type(t) is str for t in printed):
+                    for text, stream in zip(printed, (sys.stdout, sys.stderr)):
+                        if text and stream is not sys.__stdout__ and stream is not sys.__stderr__:
+                            stream.write(text)
+            raise
         finally:
             if files and not self.dead:
                 self.scratch.apply(self.request("files"))
