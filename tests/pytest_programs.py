@@ -1309,7 +1309,7 @@ outside("async_generator_collect", "a program object is a proxy in the test's pr
             return [x async for x in ticks(3)]
         assert asyncio.run(main()) == [0, 1, 2]
     """)
-outside("logging_caplog", "logging runs in the program's process", "logging", S("""
+honest("logging_caplog", "logging", S("""
     import logging
 
     log = logging.getLogger("app")
@@ -1702,4 +1702,42 @@ honest("result_types", "objects", S("""
         assert isinstance(res, dict) and type(res) is dict
         assert res == {1: ["a"], 2: ["bb", "cc"]}
         assert all(isinstance(v, list) for v in res.values())
+    """)
+
+honest("logging_assert_logs", "logging", S("""
+    import logging
+
+    logger = logging.getLogger("inventory")
+
+    def remove(stock, item):
+        if item not in stock:
+            logger.error("missing item %s", item)
+            return False
+        stock.remove(item)
+        return True
+    """), """
+    import unittest
+    from solution import remove
+
+    class T(unittest.TestCase):
+        def test_logs_missing(self):
+            with self.assertLogs("inventory", level="ERROR") as cm:
+                self.assertFalse(remove(["a"], "b"))
+            self.assertEqual(cm.output, ["ERROR:inventory:missing item b"])
+    """)
+honest("logging_caplog_records_info", "logging", S("""
+    import logging
+
+    def step(n):
+        logging.getLogger("worker").info("step %d", n)
+        return n + 1
+    """), """
+    import logging
+    from solution import step
+
+    def test_records(caplog):
+        caplog.set_level(logging.INFO, logger="worker")
+        assert step(1) == 2
+        assert [r.getMessage() for r in caplog.records] == ["step 1"]
+        assert caplog.records[0].levelname == "INFO"
     """)

@@ -17,10 +17,39 @@ class ProgramState:
     def __init__(self) -> None:
         self.input, self.stdin = builtins.input, sys.stdin
         self.scratch = Scratch()
+        self.records: list[tuple[str, int, str]] | None = None  # the program's log records, while a test reads them
+
+    def logged(self) -> list[tuple[str, int, str]]:
+        """Log records since the last step, as data (logger name, level, message), at most 1000."""
+        out, self.records[:] = list(self.records or ())[:1000], []
+        return out
+
+    def _listen(self, levels: Any) -> None:
+        """The test reads log records (``caplog``, ``assertLogs``): its loggers' levels here too, and a handler that
+        keeps what the program logs."""
+        import logging
+
+        if self.records is None:
+            self.records = []
+            records = self.records
+
+            class Keep(logging.Handler):
+                def emit(self, record: logging.LogRecord) -> None:
+                    try:
+                        records.append((str(record.name), int(record.levelno), record.getMessage()[:10000]))
+                    except Exception:  # noqa: BLE001, S110 - a message that cannot be formatted is dropped
+                        pass
+
+            logging.getLogger().addHandler(Keep())
+        for name, level in (levels.items() if type(levels) is dict else ()):
+            if type(name) is str and type(level) is int:
+                (logging.getLogger(name) if name else logging.getLogger()).setLevel(level)
 
     def apply(self, changes: dict[str, Any]) -> None:
         if "files" in changes:
             self.scratch.apply(changes["files"])
+        if "logs" in changes:
+            self._listen(changes["logs"])
         for key, value in (changes.get("env") or {}).items():
             if type(key) is str and value is None:
                 os.environ.pop(key, None)

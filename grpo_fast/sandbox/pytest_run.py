@@ -186,6 +186,7 @@ class Verdicts:
     def pytest_runtest_setup(self, item: Any) -> None:
         if hasattr(self.conn, "files"):  # a test that uses files: the two working directories kept in step
             self.conn.files = _uses_files(item)
+            self.conn.logs = _reads_logs(item)
 
     def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
         self.items[item.nodeid] = item
@@ -237,6 +238,13 @@ FILE_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_fac
 FILE_NAMES = frozenset({"open", "write_text", "read_text", "write_bytes", "read_bytes", "exists", "unlink",
                         "remove", "listdir", "mkdir", "makedirs", "NamedTemporaryFile", "TemporaryDirectory",
                         "mkdtemp", "mkstemp", "isfile", "getsize", "touch", "iterdir", "glob", "rmtree"})
+
+
+def _reads_logs(item: Any) -> bool:
+    if "caplog" in getattr(item, "fixturenames", ()):
+        return True
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    return code is not None and not {"assertLogs", "assertNoLogs"}.isdisjoint(_names(code, set()))
 
 
 def _uses_files(item: Any) -> bool:

@@ -186,6 +186,10 @@ class Runner:
             self.state = ProgramState()
         return self.state.scratch.changed()
 
+    def op_logged(self) -> list:
+        """The program's log records since the last step, while the test reads log records."""
+        return self.state.logged() if self.state is not None and self.state.records is not None else []
+
     def op_unsent(self) -> tuple[str, str]:
         """What the last call that raised printed to stdout and stderr while captured (then forgotten)."""
         unsent, self.unsent = self.unsent, ("", "")

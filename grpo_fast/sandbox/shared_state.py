@@ -34,6 +34,7 @@ class SharedState(Connection):
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
         self.scratch = Scratch() if Scratch.usable() else None
         self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
+        self.logs = False  # the running test reads log records: the program's come back into the test's logging
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
@@ -42,6 +43,8 @@ class SharedState(Connection):
             written = self.scratch.changed()
             if written:
                 changes["files"] = written
+        if self.logs:
+            changes["logs"] = _levels()
         if changes:
             self.request("state", changes)
         try:
@@ -58,6 +61,8 @@ class SharedState(Connection):
         finally:
             if files and not self.dead:
                 self.scratch.apply(self.request("files"))
+            if self.logs and not self.dead:
+                _relog(self.request("logged"))
             if self.random_shared and not self.dead:
                 state = self.request("random_state")
                 try:
@@ -90,6 +95,27 @@ class SharedState(Connection):
             self.stdin = sys.stdin
             out["stdin"] = None if sys.stdin is self.own_stdin else sys.stdin
         return out
+
+
+def _levels() -> dict[str, int]:
+    """The levels set on the test's loggers (root: ""), as the program's loggers should have them."""
+    import logging
+
+    levels = {name: lg.level for name, lg in list(logging.root.manager.loggerDict.items())
+              if isinstance(lg, logging.Logger) and lg.level}
+    return {"": logging.root.level, **dict(list(levels.items())[:200])}
+
+
+def _relog(records: Any) -> None:
+    """The program's log records, handled by the test's loggers (``caplog``, ``assertLogs`` see them); plain
+    strings, never formatted again."""
+    import logging
+
+    for item in records[:1000] if type(records) is list else ():
+        if type(item) is tuple and len(item) == 3 and type(item[0]) is str and type(item[1]) is int \
+                and type(item[2]) is str:
+            logger = logging.getLogger(item[0]) if item[0] and item[0] != "root" else logging.getLogger()
+            logger.handle(logger.makeRecord(logger.name, item[1], "solution.py", 0, item[2], (), None))
 
 
 def _captured(stream: Any) -> bool:
