@@ -74,7 +74,20 @@ def preload() -> bool:
         return False
     _memory_tempfiles()
     _warm_up()
+    _prepare_session()
     return True
+
+
+_prepared: list[tuple[Any, Verdicts]] = []  # a session's configuration, made in the template for the next job
+
+
+def _prepare_session() -> None:
+    """pytest's configuration (plugins registered, options parsed) made once in the template: a job's judge, a
+    fresh fork, only configures it and runs its session (``run``). It holds no job: the plugin is filled in there."""
+    from _pytest.config import _prepareconfig
+
+    plugin = Verdicts(None, None, None)
+    _prepared.append((_prepareconfig(list(ARGS), [plugin]), plugin))
 
 
 class _Idle:
@@ -284,10 +297,18 @@ def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: An
         return {"passed": [False], "failures": [f"the test file failed to load: {describe(err)}"], "error": ""}
     except BaseException as err:  # noqa: BLE001 - e.g. a top-level call into the program that raised
         return {"passed": [False], "failures": [f"the test file failed to load: {describe(err)}"], "error": ""}
-    plugin = Verdicts(module, conn, describe)
     saved = sys.stdout, sys.stderr
     try:
-        pytest.main(list(ARGS), plugins=[plugin])
+        if _prepared:  # the template's configuration: this process is a fresh fork, it is used once
+            config, plugin = _prepared.pop()
+            plugin.module, plugin.conn, plugin.describe = module, conn, describe
+            try:
+                config.hook.pytest_cmdline_main(config=config)
+            finally:
+                config._ensure_unconfigure()  # noqa: SLF001 - what pytest.main does after its session
+        else:
+            plugin = Verdicts(module, conn, describe)
+            pytest.main(list(ARGS), plugins=[plugin])
     finally:
         sys.stdout, sys.stderr = saved
     passed, failures = plugin.verdict()
