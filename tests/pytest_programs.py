@@ -968,7 +968,7 @@ honest("generator_chunks", "generators", GEN, """
     def test_chunks():
         assert list(chunks([1, 2, 3, 4, 5], 2)) == [[1, 2], [3, 4], [5]]
     """)
-outside("generator_type", "a program's generator is a proxy in the test's process", "generators", GEN, """
+honest("generator_type", "generators", GEN, """
     import types
     import inspect
     from solution import count_up
@@ -1740,4 +1740,26 @@ honest("logging_caplog_records_info", "logging", S("""
         assert step(1) == 2
         assert [r.getMessage() for r in caplog.records] == ["step 1"]
         assert caplog.records[0].levelname == "INFO"
+    """)
+
+honest("generator_send_close", "generators", S("""
+    def averager():
+        total = count = 0
+        avg = None
+        while True:
+            x = yield avg
+            total += x
+            count += 1
+            avg = total / count
+    """), """
+    import inspect
+    from solution import averager
+
+    def test_send():
+        g = averager()
+        assert inspect.isgenerator(g) and type(g).__name__ == "generator"
+        next(g)
+        assert g.send(10) == 10
+        assert g.send(20) == 15
+        g.close()
     """)

@@ -200,6 +200,8 @@ class Verdicts:
         if hasattr(self.conn, "files"):  # a test that uses files: the two working directories kept in step
             self.conn.files = _uses_files(item)
             self.conn.logs = _reads_logs(item)
+            code = getattr(getattr(item, "function", None), "__code__", None)
+            self.conn.steps = code is not None and not {"send", "throw"}.isdisjoint(_names(code, set()))
 
     def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
         self.items[item.nodeid] = item

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from .connection import Connection
+from .proxy import Remote
 from .scratch import Scratch
 from .wire import Deadline, Lost
 
@@ -35,6 +36,7 @@ class SharedState(Connection):
         self.scratch = Scratch() if Scratch.usable() else None
         self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         self.logs = False  # the running test reads log records: the program's come back into the test's logging
+        self.steps = False  # the running test sends into generators: theirs are stepped one item at a time
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
@@ -48,7 +50,10 @@ class SharedState(Connection):
         if changes:
             self.request("state", changes)
         try:
-            return super().call(fn, args, kwargs)
+            result = super().call(fn, args, kwargs)
+            if isinstance(result, Remote) and object.__getattribute__(result, "_sbx_kind") == "generator":
+                return _stepped(result) if self.steps else _generator(result)
+            return result
         except BaseException as exc:  # what the call printed before it raised still reaches the test's capture
             captured = sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__
             if captured and not isinstance(exc, (Deadline, Lost)) and not self.dead:
@@ -95,6 +100,34 @@ class SharedState(Connection):
             self.stdin = sys.stdin
             out["stdin"] = None if sys.stdin is self.own_stdin else sys.stdin
         return out
+
+
+def _generator(remote: Any) -> Any:
+    """The program's generator as a generator of the test's process (``types.GeneratorType``,
+    ``inspect.isgenerator``, ``type(g).__name__``), each step, ``send`` and ``close`` passed to the program's."""
+    return (yield from remote)
+
+
+def _stepped(remote: Any) -> Any:
+    """``_generator`` one step at a time, with ``send``/``throw`` passed on: for tests that send values in."""
+    try:
+        value = next(remote)
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                remote.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - thrown in by the test: the program's generator gets it
+                value = remote.throw(exc)
+                continue
+            value = next(remote) if sent is None else remote.send(sent)
+    except StopIteration as stop:
+        return stop.value
+    except RuntimeError as err:  # the connection turns the program's StopIteration into this (PEP 479)
+        if "StopIteration" in str(err):
+            return None
+        raise
 
 
 def _levels() -> dict[str, int]:
