@@ -1296,7 +1296,7 @@ honest("asyncio_gather", "async", S("""
             return await asyncio.gather(fetch(1), fetch(2), fetch(3))
         assert asyncio.run(main()) == [10, 20, 30]
     """)
-outside("async_generator_collect", "a program object is a proxy in the test's process", "async", S("""
+honest("async_generator_collect", "async", S("""
     async def ticks(n):
         for i in range(n):
             yield i
@@ -1762,4 +1762,30 @@ honest("generator_send_close", "generators", S("""
         assert g.send(10) == 10
         assert g.send(20) == 15
         g.close()
+    """)
+
+outside("money_equals_number", "a program object compared with a plain value", "objects", S("""
+    class Money:
+        def __init__(self, cents):
+            self.cents = cents
+        def __eq__(self, other):
+            if isinstance(other, (int, float)):
+                return self.cents == round(other * 100)
+            return isinstance(other, Money) and self.cents == other.cents
+    """), """
+    from solution import Money
+
+    def test_equals_number():
+        assert Money(150) == 1.5
+    """)
+outside("contains_without_iter", "a plain value's membership in a program object is checked by iterating it",
+        "objects", S("""
+    class Evens:
+        def __contains__(self, x):
+            return x % 2 == 0
+    """), """
+    from solution import Evens
+
+    def test_in():
+        assert 4 in Evens()
     """)

@@ -160,7 +160,7 @@ def test_shared_files_never_leave_the_working_directory(tmp_path: Path) -> None:
 def test_the_training_log_gets_each_rows_reason_and_the_share_outside_the_design() -> None:
     extra: dict[str, list] = {}
     metrics: dict[str, float] = {}
-    why, program, tests = OUTSIDE["async_generator_collect"]
+    why, program, tests = OUTSIDE["money_equals_number"]
     fresh = make_code_execution_reward(timeout=TIMEOUT)
     got = fresh(None, [_fenced(program), _fenced(HONEST["capsys_out"][1])], tests=[tests, HONEST["capsys_out"][2]],
                 log_extra=lambda col, vals: extra.setdefault(col, vals),

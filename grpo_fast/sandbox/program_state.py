@@ -18,11 +18,25 @@ class ProgramState:
         self.input, self.stdin = builtins.input, sys.stdin
         self.scratch = Scratch()
         self.records: list[tuple[str, int, str]] | None = None  # the program's log records, while a test reads them
+        self.loop: Any = None  # the event loop that steps async generators for the test
 
     def logged(self) -> list[tuple[str, int, str]]:
         """Log records since the last step, as data (logger name, level, message), at most 1000."""
-        out, self.records[:] = list(self.records or ())[:1000], []
+        if self.records is None:
+            return []
+        out, self.records[:] = self.records[:1000], []
         return out
+
+    def anext(self, agen: Any) -> tuple[bool, Any]:
+        """One step of an async generator, in an event loop kept for the job (a loop per step would close it)."""
+        import asyncio
+
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        try:
+            return False, self.loop.run_until_complete(agen.__anext__())
+        except StopAsyncIteration:
+            return True, None
 
     def _listen(self, levels: Any) -> None:
         """The test reads log records (``caplog``, ``assertLogs``): its loggers' levels here too, and a handler that

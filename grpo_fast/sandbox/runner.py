@@ -59,7 +59,7 @@ class Runner:
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
         self.shared = Shared()
-        self.state: ProgramState | None = None
+        self.state = ProgramState()  # what a pytest test changed in its process, applied here
         self.patched: dict[str, Any] = {}  # globals the test patched: their own values
         self.unsent = ("", "")  # what a call that raised had printed while the test captured its output
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
@@ -176,19 +176,15 @@ class Runner:
 
     def op_state(self, changes: dict) -> None:
         """What the test changed in its process since the last call (``shared_state``)."""
-        if self.state is None:
-            self.state = ProgramState()
         self.state.apply(changes)
 
     def op_files(self) -> dict:
         """Files the program wrote in its working directory since the last step (``scratch``)."""
-        if self.state is None:
-            self.state = ProgramState()
         return self.state.scratch.changed()
 
     def op_logged(self) -> list:
         """The program's log records since the last step, while the test reads log records."""
-        return self.state.logged() if self.state is not None and self.state.records is not None else []
+        return self.state.logged()
 
     def op_unsent(self) -> tuple[str, str]:
         """What the last call that raised printed to stdout and stderr while captured (then forgotten)."""
@@ -253,6 +249,9 @@ class Runner:
                 put_back()
         warned = [(w.category.__name__, str(w.message)) for w in caught] if capture[2] else []
         return result, self.shared.changes(also=result), out.getvalue(), err.getvalue(), warned[:100]
+
+    def op_anext(self, agen: Any) -> tuple[bool, Any]:
+        return self.state.anext(agen)
 
     def op_await(self, aw: Any) -> Any:
         import asyncio

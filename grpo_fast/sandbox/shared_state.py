@@ -51,8 +51,11 @@ class SharedState(Connection):
             self.request("state", changes)
         try:
             result = super().call(fn, args, kwargs)
-            if isinstance(result, Remote) and object.__getattribute__(result, "_sbx_kind") == "generator":
+            kind = object.__getattribute__(result, "_sbx_kind") if isinstance(result, Remote) else ""
+            if kind == "generator":
                 return _stepped(result) if self.steps else _generator(result)
+            if kind == "async_generator":
+                return _async_generator(self, result)
             return result
         except BaseException as exc:  # what the call printed before it raised still reaches the test's capture
             captured = sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__
@@ -106,6 +109,16 @@ def _generator(remote: Any) -> Any:
     """The program's generator as a generator of the test's process (``types.GeneratorType``,
     ``inspect.isgenerator``, ``type(g).__name__``), each step, ``send`` and ``close`` passed to the program's."""
     return (yield from remote)
+
+
+async def _async_generator(conn: Connection, remote: Any) -> Any:
+    """The program's async generator as one of the test's process (``async for``): each step runs in the
+    program's own event loop, the item comes back as any reply does."""
+    while True:
+        reply = conn.request("anext", remote)
+        if type(reply) is not tuple or len(reply) != 2 or reply[0] is not False:
+            return
+        yield reply[1]
 
 
 def _stepped(remote: Any) -> Any:
