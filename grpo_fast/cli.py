@@ -103,7 +103,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _rewards_check(args: argparse.Namespace) -> int:
     from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset
-    from grpo_fast.rewards.check import run_check
+    from grpo_fast.rewards.check import audit_gold, audit_line, run_check
     from grpo_fast.rewards.presets import PRESETS
     from grpo_fast.run.prepare import prepare, run_rewards
     from grpo_fast.run.programs import own_programs
@@ -118,17 +118,25 @@ def _rewards_check(args: argparse.Namespace) -> int:
         cfg, rewards = resolve_config(recipe.name), PRESETS[key]
         own = own_programs(recipe, cfg, rewards, args.programs)  # a bad programs file stops before the slow part
         rows = recipe.rows(cfg)
+        audit = audit_gold(rewards, rows, recipe.gold)
     else:
         cfg = resolve_config(args.target, args.overrides)
         recipe = get_recipe(cfg.recipe)
         own = own_programs(recipe, cfg, run_rewards(cfg, recipe), args.programs)
         prep = prepare(cfg, force=True)
-        rewards, rows = prep.rewards, prep.train_rows
+        rewards, rows, audit = prep.rewards, prep.train_rows, prep.gold
+    print(audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold and not audit.mostly_failing))
+    if audit.mostly_failing:
+        raise UserError(f"{len(audit.failures)} of {len(audit.checked)} reference solutions do not get full "
+                        f"'{audit.reward}': the reward or the data is broken", args.target,
+                        "see the reasons above; fix the tests or references of those rows, or the reward")
     if own is not None:
         print(own.summary())
     report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes,
                        checks=(*recipe.checks, *([own.check] if own else [])), threshold=args.threshold,
                        max_rows=args.rows, no_gold="the programs below stand in" if own and own.right else None)
+    if audit.checked:
+        report.lines.insert(0, audit_line(audit))
     report.print()
     return 0 if report.ok else 1
 

@@ -96,12 +96,12 @@ def test_comparison_modes_and_row_limits() -> None:
     assert reward(None, [hungry], tests=[one], memory_limit=[2048 << 20]) == [1.0]
 
 
-def test_pytest_file_tests_count_each_function() -> None:
+def test_pytest_file_tests_count_each_item() -> None:
     test_file = ("from solution import add\nimport pytest\n\ndef test_one():\n    assert add(1, 2) == 3\n\n"
                  "def test_two():\n    assert add(0, 0) == 1\n\n@pytest.mark.parametrize('a,b', [(1, 1), (2, 2)])\n"
                  "def test_param(a, b):\n    assert add(a, b) == a + b\n")
     assert parse(test_file) == test_file
-    assert reward(None, [_fenced("def add(a, b):\n    return a + b")], tests=[test_file]) == [pytest.approx(2 / 3)]
+    assert reward(None, [_fenced("def add(a, b):\n    return a + b")], tests=[test_file]) == [0.75]  # 3 of 4 items
 
 
 SAMPLES = ["apps", "taco", "code_contests", "livecodebench", "codeforces", "primeintellect", "kodcode"]
@@ -296,7 +296,7 @@ def test_rows_whose_reference_fails_are_reported_and_not_trained_on(tmp_path, ca
     path.write_text("".join(json.dumps(r) + "\n" for r in [*raws, broken]))
     assert main(["train", "code", f"dataset={path}", "evaluate=false", "--dry-run"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert " reference solutions did not get full" in out and "not trained on" in out
+    assert " reference solutions do not get full" in out and "not trained on" in out
     assert "print(0)" in out  # the dropped row is shown
     every = tmp_path / "all_broken.jsonl"
     every.write_text(json.dumps(broken) + "\n")

@@ -6,6 +6,7 @@ reference answer, or that pays for an empty string, an echo of the prompt or stu
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,26 +176,111 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
     return report
 
 
-def failing_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
-                 limit: int = 32) -> tuple[int, list[tuple[int, str]]]:
+GOLD_SAMPLE = 1000  # rows whose references the gold self-test runs; above it, a seeded random sample of this size
+
+
+@dataclass
+class GoldAudit:
+    """Every row's reference (or a stated random sample) scored by the correctness reward: what fails and why."""
+
+    total: int  # rows with a reference
+    checked: list[int]  # indices (in the rows given) whose reference was scored
+    failures: list[tuple[int, str]]  # (index, why) per reference below full marks
+    reward: str = ""
+
+    @property
+    def sampled(self) -> bool:
+        return len(self.checked) < self.total
+
+    @property
+    def mostly_failing(self) -> bool:
+        """More than half the references checked fail: the reward or the data is broken, not a few rows."""
+        return bool(self.checked) and 2 * len(self.failures) > len(self.checked)
+
+    def reasons(self, top: int = 5) -> list[tuple[str, int]]:
+        return Counter(_reason(why) for _, why in self.failures).most_common(top)
+
+    @property
+    def outside_design(self) -> int:
+        """Failing references whose failure is outside the sandbox's design: honest code cannot reach full credit."""
+        return sum("outside design" in why for _, why in self.failures)
+
+    def summary(self, dropped: bool = False) -> str:
+        """What the self-test found, in a few lines: the count, the top reasons, the rows (dropped or failing)."""
+        scope = (f"a random sample of {len(self.checked)} of {self.total} rows" if self.sampled
+                 else f"all {self.total} rows")
+        if not self.failures:
+            return f"gold self-test ({scope}): every reference gets full '{self.reward}'"
+        lines = [f"gold self-test ({scope}): {len(self.failures)} of {len(self.checked)} reference solutions do "
+                 f"not get full '{self.reward}'"]
+        if self.outside_design:
+            lines.append(f"{self.outside_design} row(s) cannot reach full credit for an honest solution (a test "
+                         "outside the sandbox's design, docs/sandbox.md)")
+        lines.append("top reasons: " + "; ".join(f"{n} x {why}" for why, n in self.reasons()))
+        rows = ", ".join(str(i) for i, _ in self.failures[:40]) + (" ..." if len(self.failures) > 40 else "")
+        lines.append(("dropped rows (not trained on): " if dropped else "failing rows: ") + rows)
+        lines.extend(f"  {why}" for _, why in self.failures[:5])
+        return "\n".join(lines)
+
+
+def _reason(why: str) -> str:
+    """The reason part of a failure line, without the row and the completion."""
+    return why.split(" | ", 1)[1] if " | " in why else why
+
+
+def audit_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold, sample: int | None = GOLD_SAMPLE,
+               seed: int = 0) -> GoldAudit:
     """The pre-training self-test: each row's gold completion must earn the judge's full score.
 
-    Checks the first ``limit`` rows that have a gold (some datasets publish no reference for a row). Returns
-    (rows checked, ``(index in rows, why)`` per failure)."""
-    sample = [(i, r) for i, r in enumerate(list(rows)[:limit]) if gold(r)]
-    texts = [gold(r) or "" for _, r in sample]
-    scores = score_rows(rewards.judge, [r for _, r in sample], texts) if sample else []
+    Every row with a gold (some datasets publish no reference for a row), or a seeded random ``sample`` of them
+    when there are more; the audit says which. Each failure says why (the sandbox's reason for a code row)."""
+    import random
+
+    rows = list(rows)
+    have = [i for i, r in enumerate(rows) if gold(r)]
+    checked = sorted(random.Random(seed).sample(have, sample)) if sample is not None and len(have) > sample else have
+    texts = [gold(rows[i]) or "" for i in checked]
+    judge = rewards.judge
+    scores = score_rows(judge, [rows[i] for i in checked], texts) if checked else []
+    details = getattr(judge, "last_details", None)
+    details = details if isinstance(details, list) and len(details) == len(checked) else [None] * len(checked)
     best = rewards.correctness_max
-    failures = [(index, f"row {index}: gold completion scored {s} (< {best:g}): {text[:80]!r}")
-                for (index, _), text, s in zip(sample, texts, scores) if s is None or s < best - 1e-9]
-    return len(sample), failures
+    failures = []
+    for index, text, score, detail in zip(checked, texts, scores, details):
+        if score is None or score < best - 1e-9:
+            why = (detail or {}).get("why") or f"scored {score} (< {best:g})"
+            asked, given = user_text(rows[index].get("prompt"))[:40], _code_or_text(text)[:40]
+            failures.append((index, f"row {index}: {asked!r}, reference {given!r} | {why}"))
+    return GoldAudit(len(have), checked, failures, rewards.correctness)
+
+
+def _code_or_text(text: str) -> str:
+    """A reference's first line of substance: its code when fenced, so the row can be told from its neighbours."""
+    body = text.split("```", 2)[1].split("\n", 1)[-1] if text.count("```") >= 2 else text
+    return body.strip()
+
+
+def failing_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
+                 limit: int | None = GOLD_SAMPLE) -> tuple[int, list[tuple[int, str]]]:
+    """``audit_gold`` as (rows checked, ``(index in rows, why)`` per failure)."""
+    audit = audit_gold(rewards, rows, gold, limit)
+    return len(audit.checked), audit.failures
 
 
 def gold_failures(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold,
-                  limit: int = 32) -> tuple[int, list[str]]:
+                  limit: int | None = GOLD_SAMPLE) -> tuple[int, list[str]]:
     """``failing_gold`` as (rows checked, one line per failure)."""
     checked, failures = failing_gold(rewards, rows, gold, limit)
     return checked, [why for _, why in failures]
+
+
+def audit_line(audit: GoldAudit) -> CheckLine:
+    """The audit as a line of the check's report: never ``ok`` while a reference fails."""
+    ok = not audit.failures
+    share = 1 - len(audit.failures) / len(audit.checked) if audit.checked else None
+    note = "" if ok else (f"{len(audit.failures)} of {len(audit.checked)} references fail: "
+                          + "; ".join(f"{n} x {why[:60]}" for why, n in audit.reasons(3)))
+    return CheckLine("gold_all_rows", audit.reward, share, 1.0, ok, note)
 
 
 def _check_gold(report: CheckReport, funcs: list, names: list[str], rows: list[dict], gold: Gold,

@@ -133,6 +133,7 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
                **kw: Any) -> list[float | None]:
         scores: list[float | None] = [None] * len(completions)
+        reward.last_details = details = [None] * len(completions)
         jobs: list[tuple[int, dict[str, Any]]] = []
         for i, completion in enumerate(completions):
             raw = completion_text(completion)
@@ -152,6 +153,7 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
                 continue  # no tests: None, so TRL ignores this reward for the row
             scores[i] = 0.0
             if program is None:
+                details[i] = {"why": "no Python code in the completion", "outside_design": 0, "row_error": False}
                 continue
             setup = _column(kw, ("test_setup_code",), i)
             imports = _column(kw, ("test_imports",), i)  # MBPP: import lines its harness runs before the tests
@@ -167,17 +169,20 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
                                      memory_limit=_column(kw, ("memory_limit",), i))
             jobs.append((i, job))
         if jobs:
-            outside = 0
+            outside = []
             for (i, _job), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction if not all_or_nothing else float(res.fraction == 1.0)
-                outside += res.outside_design > 0
+                details[i] = {"why": why_failed(res), "outside_design": res.outside_design,
+                              "row_error": row_error(res)}
+                if res.outside_design:
+                    outside.append(details[i]["why"])
             if outside:
                 if not reward.outside_design:
-                    log.warning("code reward: %d row(s) failed a test that compares a program object with a plain "
-                                "value; the sandbox never lets a program object judge a test's value, so an honest "
-                                "class whose __eq__ accepts plain values fails there too (docs/sandbox.md, 'Outside "
-                                "the design')", outside)
-                reward.outside_design += outside
+                    log.warning("code reward: %d row(s) failed a test outside the design (docs/sandbox.md, 'Outside "
+                                "the design'); an honest program fails there too: %s", len(outside),
+                                "; ".join(sorted(set(outside))[:3]))
+                reward.outside_design += len(outside)
+        _log(kw, details)
         return scores
 
     default = timeout == 5.0 and memory_mb == 1024 and compare == "tokens" and not all_or_nothing
@@ -185,11 +190,45 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
         f"_{compare}" if compare != "tokens" else "") + ("_all" if all_or_nothing else "")
     reward.__qualname__ = reward.__name__
     reward.reward_kind, reward.reward_range = "correctness", (0.0, 1.0)
-    reward.outside_design = 0  # rows scored so far with a test failed under the operator rule (see the warning)
+    reward.outside_design = 0  # rows scored so far with a test failed outside the design (see the warning)
+    reward.last_details = []  # per completion of the last call: why it fell short, outside-design count, row error
     return reward
 
 
 code_execution_reward = make_code_execution_reward()
+
+def _log(kw: dict[str, Any], details: list[dict[str, Any] | None]) -> None:
+    """Through TRL's reward hooks: per completion, why it fell short (the completions table's ``code_why``
+    column), and per batch the share of rows outside the design or in error (``code/outside_design``,
+    ``code/row_error``), so the training log shows them."""
+    log_extra, log_metric = kw.get("log_extra"), kw.get("log_metric")
+    if callable(log_extra):
+        log_extra("code_why", [(d or {}).get("why", "") for d in details])
+    if callable(log_metric) and details:
+        log_metric("code/outside_design", sum(bool((d or {}).get("outside_design")) for d in details) / len(details))
+        log_metric("code/row_error", sum(bool((d or {}).get("row_error")) for d in details) / len(details))
+
+
+# the dataset's fault, whatever the program
+ROW_ERRORS = ("no test collected", "every test in the test file was skipped", "the test file failed to collect",
+              "the test file needs module", "tests do not compile", "setup failed")
+
+
+def row_error(res: Any) -> bool:
+    """The row's tests cannot judge any program (nothing collectable, broken setup): an error of the row."""
+    return res.status == "error" and any(res.error.startswith(e) for e in ROW_ERRORS)
+
+
+def why_failed(res: Any) -> str:
+    """One short reason a result fell short of full marks ("" when it did not): the row's error, else the first
+    failed test's reason (an outside-the-design one first)."""
+    if res.fraction == 1.0:
+        return ""
+    if res.error:
+        return res.error[:160]
+    reasons = [f for f, ok in zip(res.failures, res.passed) if not ok and isinstance(f, str)]
+    outside = [f for f in reasons if f.startswith("outside design")]
+    return ((outside or reasons or [res.status])[0] or "failed")[:160]
 
 PROBES: dict[str, tuple[str, list[str]]] = {  # honest programs a sandbox that takes Python away would fail
     "class_used_by_tests": ("from typing import List\n\nclass Solution:\n"

@@ -9,7 +9,9 @@
   ``solve(*inputs[i])`` (or ``Solution().solve(...)``, LeetCode style) must equal ``outputs[i]``, tuples compared
   as lists, numbers within tolerance, an output wrapped in a one-element list accepted; the comparison runs in the
   judge, never in the program's process;
-* a pytest file (KodCode): the program importable as ``solution``, each ``test_*`` function one test.
+* a pytest file (KodCode): run by pytest in the judge (``grpo_fast.sandbox.pytest_run``), the program importable
+  as ``solution``; each collected item that is not skipped is one test. A file with no collectable test is an
+  error of the row, never an assert.
 
 HumanEval (``test`` defining ``check`` + ``entry_point``) is read by ``rewards.code`` itself.
 """
@@ -65,20 +67,6 @@ def _sbx_call(name, args, expected, tol):
     raise AssertionError("wrong answer")
 '''
 
-PYTEST_HELPERS = '''
-def _sbx_pytest(name):
-    fn = globals()[name]
-    marks = [m for m in getattr(fn, "pytestmark", []) if getattr(m, "name", "") == "parametrize"]
-    if not marks:
-        return fn()
-    names, values = marks[0].args[0], marks[0].args[1]
-    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-    for value in values:
-        value = getattr(value, "values", value)
-        fn(**dict(zip(names, value if len(names) > 1 else [value])))
-'''
-
-
 def parse(value: Any) -> list[str] | dict[str, Any] | str | None:
     """The column's value as asserts (list), an input/output spec (dict), a pytest file (str), or None."""
     if isinstance(value, str):
@@ -91,8 +79,8 @@ def parse(value: Any) -> list[str] | dict[str, Any] | str | None:
                     value = ast.literal_eval(text)
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                     return None
-        elif _pytest_functions(value):
-            return value
+        elif is_test_file(value):
+            return value  # a pytest file; one with no collectable test is the row's error, never an assert
         else:
             return [value] if text else None
     if isinstance(value, dict):
@@ -105,12 +93,29 @@ def parse(value: Any) -> list[str] | dict[str, Any] | str | None:
     return None
 
 
-def _pytest_functions(source: str) -> list[str]:
+def is_test_file(source: str) -> bool:
+    """Python that is more than asserts: a test file (run by pytest), even if nothing in it is collectable.
+
+    A string of top-level asserts (with imports and plain statements around them) is one assert test."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    defines = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body)
+    asserts = any(isinstance(n, ast.Assert) for n in tree.body)
+    return defines and not (asserts and not test_count(tree))
+
+
+def test_count(tree: ast.Module) -> int:
+    """Test functions and test methods at the file's top level (parametrize not expanded): sizes the time budget."""
+    count = 0
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            count += 1
+        elif isinstance(node, ast.ClassDef):
+            count += sum(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")
+                         for m in node.body)
+    return count
 
 
 def _text(x: Any) -> str:
@@ -130,11 +135,11 @@ def job(program: str, tests: list[str] | dict[str, Any] | str, *, setup: str = "
         memory_mb = max(128, int(memory_limit) >> 20)
     if isinstance(tests, list):
         return make_job(program, tests, setup, timeout, memory_mb, packages=packages)
-    if isinstance(tests, str):
-        names = _pytest_functions(tests)
-        return make_job(program, [f"_sbx_pytest({n!r})" for n in names], setup,
-                        min(MAX_JOB_S, per_test * max(1, len(names))), memory_mb,
-                        trusted=tests + "\n" + PYTEST_HELPERS, packages=packages)
+    if isinstance(tests, str):  # one pytest run in the judge; the verdicts are its items
+        count = test_count(ast.parse(tests))
+        spec = make_job(program, [tests], setup, min(MAX_JOB_S, per_test * max(1, count) + 1.0), memory_mb,
+                        packages=packages)
+        return {**spec, "pytest": True}
     inputs, outputs = tests["inputs"], tests["outputs"]
     n = min(len(inputs), len(outputs))
     name = tests.get("fn_name")

@@ -15,7 +15,7 @@ from grpo_fast.errors import UserError
 from grpo_fast.models import gpu
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
-from grpo_fast.rewards.check import failing_gold
+from grpo_fast.rewards.check import GoldAudit, audit_gold
 from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
 from grpo_fast.watch import trackers
@@ -34,6 +34,8 @@ class Prepared:
     report: list[str] = field(default_factory=list)
     tools: list[dict] | None = None
     """JSON schemas of the environment's tools, as the chat template shows them in every prompt (None: no tools)."""
+    gold: GoldAudit | None = None
+    """The gold self-test: every row's reference (or a stated sample) scored, what failed and why."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -73,24 +75,18 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report.append(stats.line())
     rewards = run_rewards(cfg, recipe)
     report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
-    checked, failed = failing_gold(rewards, train_rows, recipe.gold)
-    failures = [why for _, why in failed]
-    if failed and recipe.drop_failed_gold and len(failed) < checked:  # a few broken references, not a broken reward
-        dropped = {i for i, _ in failed}
+    audit = audit_gold(rewards, train_rows, recipe.gold)
+    if audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
+        dropped = {i for i, _ in audit.failures}
         train_rows = [row for i, row in enumerate(train_rows) if i not in dropped]
-        report.append(f"gold self-test: {len(failed)} of {checked} reference solutions did not get full "
-                      f"'{rewards.correctness}'; those rows are not trained on:\n  " + "\n  ".join(failures[:5]))
-    elif failures and not force:
-        raise UserError(
-            f"reward gold self-test failed: {len(failures)} of {checked} gold answers did not get full "
-            f"'{rewards.correctness}' reward\n  " + "\n  ".join(failures[:5]),
-            origin, "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force",
-        )
+        report.append(audit.summary(dropped=True))
+    elif audit.failures and not force:
+        raise UserError("reward gold self-test failed: " + audit.summary(), origin,
+                        "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force")
     else:
-        report.append(f"gold self-test: {checked - len(failures)}/{checked} gold answers get full "
-                      f"'{rewards.correctness}'")
+        report.append(audit.summary())
     report.append(memory_line(cfg, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit)
 
 
 def tool_list(cfg: RunConfig, recipe: Recipe, tokenizer: Any, report: list[str]) -> list[dict] | None:

@@ -6,10 +6,13 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 * ``isolation`` -- namespaces, private mounts, uid drop: capabilities are taken away, Python is not.
 * ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
   nested in both directions, and the containers a test hands over kept in step.
-* ``script``, ``runner`` -- the candidate's process: a program run as a script (stdin tests, checkers, tool
-  cells), or as module ``solution`` answering the judge's requests about its objects (data or handles).
-* ``proxy``, ``connection``, ``judge`` -- the judge's process: the proxies the tests see instead of the
-  candidate's objects, its end of the channel, and the tests and their verdict.
+* ``scratch`` -- the working directory a pytest job's test and program share, kept in step file by file.
+* ``script``, ``lent``, ``program_state``, ``runner`` -- the candidate's process: a program run as a script (stdin
+  tests, checkers, tool cells), or as module ``solution`` answering the judge's requests about its objects (data or
+  handles), using what the test lent it, and taking on what a pytest test changed in its own process.
+* ``proxy``, ``connection``, ``shared_state``, ``pytest_run``, ``judge`` -- the judge's process: the proxies the
+  tests see instead of the candidate's objects, its end of the channel (for a pytest job, one that brings the
+  test's process state along), pytest files run by pytest, and the tests and their verdict.
 * ``stdio`` -- stdin/stdout tests: one run per test, the output judged as data outside the program.
 * ``warmup`` -- the template runs its own channel code once on built-in data, so no fork has to specialise it.
 * ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job (per stdin test).

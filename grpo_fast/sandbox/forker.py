@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, isolation, judge, limits
+from . import cgroups, isolation, judge, limits, pytest_run
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -124,7 +124,8 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.setsid()
         KERNEL.enter(int(desc["slot"]), judge=True)
         _share_cpu(desc)
-        workdir = "/" if private_root else isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])
+        workdir = "/" if private_root and not desc.get("scratch") else \
+            isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -230,6 +231,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 os._exit(0)
             desc = json.loads(msg)
             if desc["op"] == "run":
+                if desc.get("scratch") and pytest_run.preload():  # the first pytest file: pytest warm from here on
+                    gc.collect(1)
+                    gc.freeze()
                 if cpus:
                     desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
                 off = int(desc["id"]) % UID_SPAN

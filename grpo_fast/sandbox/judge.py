@@ -23,7 +23,9 @@ import time
 import types
 from typing import Any
 
+from . import pytest_run
 from .connection import IMPORTABLE_PACKAGES, Connection, importable, module_for_test, name_for_test
+from .shared_state import SharedState
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
@@ -101,18 +103,40 @@ def _alarm(signum: int, frame: Any) -> None:
     raise Deadline
 
 
-def _solution_module(conn: Connection) -> types.ModuleType:
-    """``import solution`` / ``from solution import f`` in a test reach the candidate's module."""
-    mod = types.ModuleType(SOLUTION_MODULE)
+class SolutionModule(types.ModuleType):
+    """``import solution`` / ``from solution import f`` in a test reach the candidate's module: a container
+    global comes by handle (``from solution import history`` sees the program's list as it changes), ``from
+    solution import *`` binds the program's public names (``__all__``), builtin-named ones included, and a
+    test's ``monkeypatch.setattr(solution, ...)`` or ``mock.patch("solution.f")`` sets the program's global."""
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562 module attribute hook
-        if not name.startswith("__"):
-            found, value = conn.request("global", name)
+    def __getattr__(self, name: str) -> Any:
+        conn = self.__dict__["_sbx_conn"]
+        if name == "__all__":
+            names = conn.request("names")
+            if type(names) is list and all(type(n) is str for n in names):
+                return names
+        elif not name.startswith("__"):
+            found, value = conn.request("live", name)
             if found is True:
                 return value
         raise AttributeError(f"module {SOLUTION_MODULE!r} has no attribute {name!r}")
 
-    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("__"):
+            super().__setattr__(name, value)
+        else:
+            self.__dict__["_sbx_conn"].request("setglobal", name, value)
+
+    def __delattr__(self, name: str) -> None:  # a patch undone: the program's own value is back
+        if name.startswith("__"):
+            super().__delattr__(name)
+        else:
+            self.__dict__["_sbx_conn"].request("unpatch", name)
+
+
+def _solution_module(conn: Connection) -> types.ModuleType:
+    mod = SolutionModule(SOLUTION_MODULE)
+    mod.__dict__["_sbx_conn"] = conn
     return mod
 
 
@@ -142,7 +166,7 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
     n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
-    conn = Connection(sock, deadline)
+    conn = (SharedState if job.get("pytest") else Connection)(sock, deadline)
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod
@@ -181,6 +205,8 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
                 pass
             for name in tns.expose:
                 tns.pop(name, None)
+        if job.get("pytest"):
+            return _pytest_verdict(out, compiled["tests"][0], tns, conn)
         for i, code in enumerate(compiled["tests"]):
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
@@ -205,6 +231,17 @@ def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
         return {**out, "status": "timeout", "error": "timeout"}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _pytest_verdict(out: dict[str, Any], code: types.CodeType, tns: TestGlobals, conn: Connection) -> dict[str, Any]:
+    """A pytest file's verdict: one per collected item that was not skipped (``pytest_run``)."""
+    ran = pytest_run.run(code, tns, conn, describe)
+    if ran["error"]:
+        return {**out, "n": 0, "passed": [], "failures": [], "status": "error", "error": ran["error"]}
+    out = {**out, "n": len(ran["passed"]), "passed": ran["passed"], "failures": ran["failures"]}
+    if conn.dead:
+        out["status"] = "timeout" if conn.dead == "timeout" else "lost"
+    return out
 
 
 def main(ctl_fd: int, chan_fd: int) -> None:

@@ -6,7 +6,6 @@ code and call arguments. Results go back by value when they are plain data (see 
 
 from __future__ import annotations
 
-import collections
 import copy
 import importlib
 import io
@@ -14,6 +13,7 @@ import marshal
 import math
 import operator
 import os
+import random
 import socket
 import sys
 import types
@@ -22,7 +22,9 @@ from typing import Any
 
 from . import decoder, wire
 from .channel import LOAD, Channel
+from .lent import IN_PLACE, Judged, put_back
 from .mutables import Shared
+from .program_state import ProgramState
 from .script import exit_builtins, flush, read_all, source_module
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
 
@@ -37,74 +39,7 @@ class Handle:
         self.value = value
 
 
-_IN_PLACE = (list, dict, set, bytearray, collections.deque)
-_LENT_METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
-
-
-class Judged:
-    """A judge object the test lent the program (a function, an iterator...): every use is a request to the judge."""
-
-    __slots__ = ("_sbx_jid", "_sbx_chan", "__weakref__")
-
-    def __init__(self, jid: int, channel: Channel) -> None:
-        object.__setattr__(self, "_sbx_jid", jid)
-        object.__setattr__(self, "_sbx_chan", channel)
-
-    def _sbx(self, op: str, *args: Any) -> Any:
-        return object.__getattribute__(self, "_sbx_chan").request(op, self, *args)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._sbx("call", args, kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name not in _LENT_METADATA:
-            raise AttributeError(name)  # the judge lends no internals; copy and friends look for these
-        return self._sbx("getattr", name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._sbx("setattr", name, value)
-
-    def __copy__(self) -> Judged:  # a lent object is the test's: a copy of it is itself, as for a function
-        return self
-
-    def __deepcopy__(self, memo: Any) -> Judged:
-        return self
-
-    def __iter__(self) -> Any:
-        return self._sbx("iter")
-
-    def __next__(self) -> Any:
-        return self._sbx("next")
-
-    def __len__(self) -> int:
-        return self._sbx("len")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._sbx("getitem", key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._sbx("setitem", key, value)
-
-    def __contains__(self, item: Any) -> bool:
-        return self._sbx("contains", item)
-
-    def __bool__(self) -> bool:
-        return self._sbx("bool")
-
-    def __repr__(self) -> str:
-        return self._sbx("repr")
-
-    def __str__(self) -> str:
-        return self._sbx("str")
-
-    def __hash__(self) -> int:
-        return self._sbx("hash")
-
-
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Judged, f"__{_name}__", lambda self, other, _n=_name: self._sbx("cmp", _n, other))
-
-
+_MISSING = object()
 _UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int,
           "float": float, "complex": complex, "index": operator.index, "round": round, "trunc": math.trunc,
           "floor": math.floor, "ceil": math.ceil, "reversed": reversed}
@@ -124,6 +59,9 @@ class Runner:
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
         self.shared = Shared()
+        self.state = ProgramState()  # what a pytest test changed in its process, applied here
+        self.patched: dict[str, Any] = {}  # globals the test patched: their own values
+        self.unsent = ("", "")  # what a call that raised had printed while the test captured its output
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
     def export(self, obj: Any) -> int:
@@ -223,6 +161,54 @@ class Runner:
         d = self.module.__dict__ if self.module is not None else {}
         return (True, d[name]) if name in d else (False, None)
 
+    def op_live(self, name: str) -> tuple[bool, Any]:
+        """A global as ``from solution import name`` binds it: a container by handle, so the test sees it change."""
+        found, value = self.op_global(name)
+        return (found, Handle(value)) if found and type(value) in IN_PLACE else (found, value)
+
+    def op_names(self) -> list[str]:
+        """What ``from solution import *`` binds: ``__all__``, else every name not starting with ``_``."""
+        d = self.module.__dict__ if self.module is not None else {}
+        names = d.get("__all__")
+        if isinstance(names, (list, tuple)) and all(type(n) is str for n in names):
+            return list(names)
+        return [n for n in d if type(n) is str and not n.startswith("_")]
+
+    def op_state(self, changes: dict) -> None:
+        """What the test changed in its process since the last call (``shared_state``)."""
+        self.state.apply(changes)
+
+    def op_files(self) -> dict:
+        """Files the program wrote in its working directory since the last step (``scratch``)."""
+        return self.state.scratch.changed()
+
+    def op_logged(self) -> list:
+        """The program's log records since the last step, while the test reads log records."""
+        return self.state.logged()
+
+    def op_unsent(self) -> tuple[str, str]:
+        """What the last call that raised printed to stdout and stderr while captured (then forgotten)."""
+        unsent, self.unsent = self.unsent, ("", "")
+        return unsent
+
+    def op_random_state(self) -> Any:
+        return random.getstate()
+
+    def op_setglobal(self, name: str, value: Any) -> None:
+        """``monkeypatch.setattr(solution, name, value)`` / ``mock.patch("solution.name")`` from the test."""
+        if self.module is not None and type(name) is str and not name.startswith("__"):
+            self.patched.setdefault(name, self.module.__dict__.get(name, _MISSING))
+            setattr(self.module, name, value)
+
+    def op_unpatch(self, name: str) -> None:
+        """A patch the test undoes (``delattr``): the program's own value is back."""
+        if self.module is not None and name in self.patched:
+            value = self.patched.pop(name)
+            if value is _MISSING:
+                self.module.__dict__.pop(name, None)
+            else:
+                setattr(self.module, name, value)
+
     def op_call(self, fn: Any, args: tuple, kwargs: dict, new: list | tuple = (), updates: list | tuple = (),
                 capture: tuple = (False, False, False), keep: bool = True) -> tuple:
         """Call ``fn``. ``new``: containers among the arguments to track (for the job, or with ``keep`` false for
@@ -239,7 +225,10 @@ class Runner:
 
     def _call(self, fn: Any, args: tuple, kwargs: dict, capture: tuple) -> tuple:
         if not any(capture):  # the common case: nothing to redirect
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                put_back()
             changes = self.shared.changes(also=result)
             return (result, changes) if changes else (result,)
         out, err, saved = io.StringIO(), io.StringIO(), (sys.stdout, sys.stderr)
@@ -252,10 +241,17 @@ class Runner:
                 warnings.simplefilter("always")
             try:
                 result = fn(*args, **kwargs)
+            except BaseException:
+                self.unsent = (out.getvalue(), err.getvalue())  # printed before it raised: the judge may ask
+                raise
             finally:
                 sys.stdout, sys.stderr = saved
+                put_back()
         warned = [(w.category.__name__, str(w.message)) for w in caught] if capture[2] else []
         return result, self.shared.changes(also=result), out.getvalue(), err.getvalue(), warned[:100]
+
+    def op_anext(self, agen: Any) -> tuple[bool, Any]:
+        return self.state.anext(agen)
 
     def op_await(self, aw: Any) -> Any:
         import asyncio
@@ -269,7 +265,7 @@ class Runner:
 
     def op_getattr(self, obj: Any, name: str) -> Any:
         value = getattr(obj, name)
-        return Handle(value) if type(value) in _IN_PLACE else value
+        return Handle(value) if type(value) in IN_PLACE else value
 
     def op_setattr(self, obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
@@ -279,7 +275,7 @@ class Runner:
 
     def op_getitem(self, obj: Any, key: Any) -> Any:
         value = obj[key]
-        return Handle(value) if type(value) in _IN_PLACE else value
+        return Handle(value) if type(value) in IN_PLACE else value
 
     def op_setitem(self, obj: Any, key: Any, value: Any) -> None:
         obj[key] = value

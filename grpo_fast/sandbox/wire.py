@@ -385,4 +385,10 @@ def exception_fields(exc: BaseException) -> tuple[Any, str, tuple, dict]:
     args = exc.args if type(exc.args) is tuple else ()
     attrs = {k: v for k, v in list(getattr(exc, "__dict__", {}).items())[:32]
              if type(k) is str and not k.startswith("_")}
+    for kind, fields in _MEMBER_FIELDS:  # builtin fields kept outside __dict__ (``SystemExit.code``)
+        if isinstance(exc, kind):
+            attrs.update({k: v for k in fields if type(v := getattr(exc, k, None)) in (int, str, type(None))})
     return name, message[:2000], args, attrs
+
+
+_MEMBER_FIELDS = ((SystemExit, ("code",)), (OSError, ("errno", "strerror", "filename")))

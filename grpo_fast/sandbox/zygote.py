@@ -137,12 +137,13 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        keys = ("setup", "tests", "timeout", "expose", "trusted")  # the judge never needs the program's source
+        keys = ("setup", "tests", "timeout", "expose", "trusted", "pytest")  # never the program's source
         fields = {k: spec.get(k) for k in keys}
         payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
         desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
+                "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         socket.send_fds(self.forker, [json.dumps(desc).encode()],
                         [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
@@ -282,6 +283,8 @@ class Zygote:
     def _finish(self, job: _Job) -> dict[str, Any]:
         v, r, spec = job.verdict or {}, job.report or {}, job.spec
         n = len(spec.get("tests") or [])
+        if spec.get("pytest") and type(v.get("n")) is int and v["n"] >= 0:  # a pytest file: as many as pytest ran
+            n = v["n"]
         rc = r.get("returncode")
         status = v.get("status", "exited")
         if status == "lost":
