@@ -25,7 +25,7 @@ GENERATION = ("auto", "generate", "static_cache", "continuous_batching")
 ENGINES = ("trl", "static_cache", "continuous_batching", "kit")
 # Measured with bench_generation.py (tokens/s of the generation part of a step, median of rounds, engines
 # alternated; benchmarks/results/bench_generation_cpu.json): on CPU the kit's path is the fastest at both shapes.
-CPU_MEASURED = "bench_generation on CPU: generate with merged LoRA + shared prefill is the fastest at 8 x 16 and 8 x 512"
+CPU_MEASURED = "measured fastest on CPU (bench_generation): generate with merged LoRA + shared prefill"
 GPU_UNMEASURED = "TRL's default; the other engines are not measured on a GPU yet (bench_generation, next GPU run)"
 
 
