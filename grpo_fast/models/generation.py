@@ -23,9 +23,10 @@ GENERATION = ("auto", "generate", "static_cache", "continuous_batching")
 # the engines bench_generation.py compares: TRL's default path (generate without the kit's wrappers), the two
 # other TRL engines, and the kit's path (generate with merged-LoRA generation and shared prompt prefill)
 ENGINES = ("trl", "static_cache", "continuous_batching", "kit")
-# Measured with bench_generation.py (tokens/s of the generation part of a step, median of rounds, engines
-# alternated; benchmarks/results/bench_generation_cpu.json): on CPU the kit's path is the fastest at both shapes.
-CPU_MEASURED = "measured fastest on CPU (bench_generation): generate with merged LoRA + shared prefill"
+# Measured with bench_generation.py (engines alternated in one run; benchmarks/results/bench_generation_cpu_*.json):
+# on CPU model.generate is the fastest engine; a static cache without torch.compile attends over the whole
+# preallocated length at every token, and continuous batching's paged cache costs more than it saves at 8 rows.
+CPU_MEASURED = "measured fastest on CPU (bench_generation, 8 x 512: static cache 0.30x, continuous batching 0.57x)"
 GPU_UNMEASURED = "TRL's default; the other engines are not measured on a GPU yet (bench_generation, next GPU run)"
 
 
