@@ -161,6 +161,7 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
         "generation_kwargs": fixed_length_kwargs(False, spec["completion"]), "rewards": rewards(spec["completion"]),
         "max_prompt_tokens": 1024, "use_vllm": False, "load_in_4bit": False,
         "optim": "adamw_torch",  # the GPU profiles pick adamw_8bit, which needs bitsandbytes (not brought along)
+        "generation": spec.get("generation", "generate"),
     }
     if cuda:
         overrides["gradient_checkpointing"] = True
@@ -373,13 +374,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if "train" not in report:
         lines.append("train: skipped (--no-train: no random model, training or after-training phases)")
     else:
-        lines.append(f"{'backend':<14}{'step s':>8}{'gen tok/s':>11}{'peak GiB':>10}{'plan GiB':>10}{'plan err':>10}")
+        lines.append(f"{'backend':<34}{'step s':>8}{'gen tok/s':>11}{'peak GiB':>10}{'plan GiB':>10}{'plan err':>10}")
     for r in report.get("train", []):
         if r.get("status") != "ok":
-            lines.append(f"{r['backend']:<14}{r.get('status')}: {r.get('why')}")
+            lines.append(f"{r['backend'] + ' ' + r.get('generation', ''):<34}{r.get('status')}: {r.get('why')}")
             continue
         fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else format("-", f">{f.split('.')[0][-2:]}")
-        lines.append(f"{r['backend']:<14}{fmt(r['step_s'], '8.2f')}{fmt(r['gen_tok_s'], '11.0f')}"
+        label = f"{r['backend']} {r.get('generation', '')}"
+        lines.append(f"{label:<34}{fmt(r['step_s'], '8.2f')}{fmt(r['gen_tok_s'], '11.0f')}"
                      f"{fmt(r.get('peak_gib'), '10.2f')}{fmt(r.get('plan_gib'), '10.2f')}"
                      f"{fmt(r.get('plan_error'), '+10.0%')}")
     for key, value in report.get("after_training", {}).items():
@@ -417,18 +419,23 @@ def write(report: dict[str, Any], out: str) -> None:
     Path(out).write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
 
 
-def train_phases(report: dict[str, Any], shape: dict[str, Any], backends: list[str], work: Path, out: str) -> None:
-    """Phases 3-5: the random model, the same GRPO config per backend, then inference and export."""
+def train_phases(report: dict[str, Any], shape: dict[str, Any], backends: list[str], work: Path, out: str,
+                 engines: tuple[str, ...] = ("generate",)) -> None:
+    """Phases 3-5: the random model, the same GRPO config per backend (and per generation engine on
+    transformers), then inference and export."""
     t0 = time.time()
     model_dir = build_model(shape["model"], work / "model")
     report["model"] = {"kind": shape["model"], "built_s": round(time.time() - t0, 1),
                        "note": "random weights from a config; speed and memory do not depend on the values"}
     spec = {**shape, "model_dir": str(model_dir)}
     report["train"] = []
-    for b in backends:
-        report["train"].append(run_backend(b, {**spec, "run_dir": str(work / f"run-{b}")}))
+    runs = [(b, "generate") for b in backends] + [("transformers", e) for e in engines if e != "generate"]
+    for b, engine in runs:  # the other generation engines (bench_generation.py's) side by side on transformers
+        result = run_backend(b, {**spec, "generation": engine, "run_dir": str(work / f"run-{b}-{engine}")})
+        report["train"].append({**result, "generation": engine})
         write(report, out)  # what is known so far survives a run stopped at its time limit
-    trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"), None)
+    trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"
+                    and r["generation"] == "generate"), None)
     if trained:
         report["after_training"] = {"of": {"status": "ok", "backend": trained["backend"]},
                                     **inference_and_export(trained["run_dir"], work)}
@@ -446,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reduced", action="store_true", help="tiny model, 2 short steps (automatic without CUDA)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend")
     parser.add_argument("--backends", default="transformers,unsloth", help="which backends to train, comma-separated")
+    parser.add_argument("--engines", default="generate,static_cache,continuous_batching",
+                        help="generation engines trained on the transformers backend (the `generation` key)")
     parser.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
                         help="phases 3-5: the random model, training per backend, after training (default: on)")
     parser.add_argument("--tools", action=argparse.BooleanOptionalAction, default=True,
@@ -472,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-acceptance-") as tmp:
         work = Path(tmp)
         if args.train:
-            train_phases(report, shape, backends, work, args.out)
+            train_phases(report, shape, backends, work, args.out, tuple(args.engines.split(",")))
         if args.tools:
             tools_phase(report, backends, work, args.out)
     report["vllm"] = {"status": "skipped" if _imports("vllm") != "ok" else "not measured",

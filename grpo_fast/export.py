@@ -266,6 +266,8 @@ def export_run(run_dir: str | Path | Run, format: str = "merged", *, quant: str 
             "pip install -r requirements-gpu.txt on a GPU machine; or export --format merged and convert with "
             "llama.cpp: python llama.cpp/convert_hf_to_gguf.py MERGED_DIR --outtype f16, then llama-quantize",
         )
+    if format == "gguf":
+        import unsloth  # noqa: F401  (before anything below imports transformers or peft: Unsloth patches them)
     default = info.path / (f"export-gguf-{quant}" if format == "gguf" else f"export-{format}")
     dest = Path(out).expanduser() if out else default
     if dest.exists() and any(dest.iterdir()):

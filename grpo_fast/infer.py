@@ -134,6 +134,8 @@ class Generator:
 
     def __init__(self, info: Run, engine: Engine, *, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0):
+        if engine.name == "unsloth":
+            import unsloth  # noqa: F401  (before the recipe or the tokenizer imports transformers: Unsloth patches it)
         self.info, self.engine = info, engine
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.system = system_prompt(info)

@@ -13,19 +13,21 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors import SafetensorError
 
 from grpo_fast import make_callable, models, rundir
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
-from grpo_fast.run import checkpoints
 from grpo_fast.run.prepare import Prepared, prepare
 from grpo_fast.run.resolve import resolve_config
 from grpo_fast.run.stages import run_stage
 from grpo_fast.tools.chat import use_tool_template
 from grpo_fast.watch import trackers
+
+if TYPE_CHECKING:  # run.checkpoints imports transformers: it loads after resolve_config has imported Unsloth
+    from grpo_fast.run.checkpoints import ResumePoint
 
 # Keys a checkpoint depends on: resuming with another value would train a different model.
 RESUME_KEYS = ("recipe", "model", "lora", "lora_r", "lora_alpha", "lora_target_modules", "num_generations",
@@ -52,6 +54,7 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     if resume is not None and config is None:
         config = str(run_of(Path(resume)) / rundir.CONFIG)
     cfg = config if isinstance(config, RunConfig) and not overrides else resolve_config(config, overrides)
+    from grpo_fast.run import checkpoints
     stages = cfg.stage_list
     staged = cfg.stages is not None
     point = checkpoints.resume_point(resume, [s.name for s in stages] if staged else None) if resume else None
@@ -115,7 +118,7 @@ def run_of(path: Path) -> Path:
     return next((p for p in (path, *path.parents) if (p / rundir.CONFIG).is_file()), path)
 
 
-def open_run_dir(cfg: RunConfig, prep: Prepared, point: checkpoints.ResumePoint | None) -> Path:
+def open_run_dir(cfg: RunConfig, prep: Prepared, point: ResumePoint | None) -> Path:
     """A new run directory with config.yaml, versions.json and the held-out rows; or the one being resumed,
     checked against the config (nothing in it changes until the checkpoint has loaded)."""
     if point is not None:
@@ -209,6 +212,8 @@ def write_error(err: Exception, run_dir: Path) -> Exception:
         code = errno.ENOSPC if shutil.disk_usage(run_dir).free < 64 * 2**20 else errno.EIO  # torch.save's wording
     if code not in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO):
         return err
+    from grpo_fast.run import checkpoints
+
     target = getattr(err, "filename", None) or run_dir
     free = shutil.disk_usage(run_dir if run_dir.exists() else Path.cwd()).free / 2**20
     newest = sorted((c for folder in [run_dir / checkpoints.CHECKPOINTS,

@@ -22,7 +22,11 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     report = json.loads(out.read_text())
     assert report["mode"] == "reduced" and report["setup"]["status"] == "skipped"
     assert report["environment"]["versions"]["trl"] == "1.14.2"
-    hf, unsloth = report["train"]
+    hf, unsloth, *engines = report["train"]
+    assert [(r["backend"], r["generation"]) for r in engines] == [("transformers", "static_cache"),
+                                                                  ("transformers", "continuous_batching")]
+    for run in engines:  # the other generation engines train the same config side by side
+        assert run["status"] == "ok" and run["gen_tokens_per_step"] == hf["gen_tokens_per_step"], run
     assert hf["status"] == "ok" and hf["backend"] == "transformers" and hf["step_s"] > 0
     assert hf["gen_tokens_per_step"] == report["config"]["completion"] * report["config"]["generations"]
     assert hf["plan_gib"] > 0  # the planner ran on the random model's config
@@ -41,7 +45,7 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     assert hf_tools["call_frequency"] > 0 and hf_tools["python_ran"] > 0  # calls were made, parsed and ran
     assert unsloth_tools["status"] == "skipped" and "CUDA" in unsloth_tools["why"]
     printed = proc.stdout
-    assert "unsloth       skipped: Unsloth needs a CUDA GPU" in printed and "export_gguf: skipped" in printed
+    assert f"{'unsloth generate':<34}skipped: Unsloth needs a CUDA GPU" in printed and "export_gguf: skipped" in printed
     assert "tools transformers ok (" in printed and "tools unsloth      skipped" in printed
     assert f"JSON: {out}" in printed
 

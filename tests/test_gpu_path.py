@@ -150,3 +150,13 @@ def test_full_finetuning_with_vllm_on_unsloth_is_refused_or_switched_off(tiny_mo
     plain = _cfg(tiny_model_dir, "lora=false")
     gpu.check_gpu_path(plain, models.Backend("transformers", ""))
     assert plain.notes == [n for n in plain.notes if not n.startswith("use_vllm")]
+
+
+def test_vllm_server_mode_on_cpu_is_refused_before_any_weights(tiny_model_dir, monkeypatch):
+    """TRL 1.14.2 pushes weights to a vLLM server over NCCL only (VLLMClient.init_communicator raises
+    NotImplementedError for a non-CUDA device): on CPU the run would load the model, then fail at the first step."""
+    monkeypatch.setattr(models, "vllm_cpu_opted_in", lambda: True)
+    with pytest.raises(UserError) as err:
+        prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server"))
+    assert "vllm_mode: server needs CUDA" in str(err.value) and "command line" in str(err.value)
+    prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=colocate"))  # colocate runs on CPU (make test-vllm)

@@ -186,6 +186,10 @@ class RunConfig(_Section):
     merged_generation: bool | Literal["auto"] = False
     """Generate (transformers path) with LoRA merged into temporary weight copies: one matmul per layer, not three.
     `auto`: on (it removes work on any CPU)."""
+    generation: Literal["auto", "generate", "static_cache", "continuous_batching"] = "auto"
+    """Without vLLM: the engine TRL generates with (model.generate, the same with a static KV cache, or
+    transformers' continuous batching). `auto`: the fastest measured (benchmarks/bench_generation.py), printed with
+    its reason; every engine samples the same distribution."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

@@ -184,11 +184,12 @@ def merged_lora_generation(model: Any) -> bool:
 
 def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``,
-    ``merged_generation``), ``auto`` decided by ``cpu_choice`` from this machine; print and return what was
-    chosen and why (summary.json's ``cpu_choices``)."""
+    ``merged_generation``) and its generation engine (``generation``), ``auto`` decided by ``cpu_choice`` and
+    ``generation`` from this machine; print and return what was chosen and why (summary.json's ``cpu_choices``)."""
     import torch
 
     from grpo_fast.models.cpu_choice import as_record, choose, cpu_class
+    from grpo_fast.models.generation import choose_engine, set_engine
 
     cuda = torch.cuda.is_available()
     threads = None
@@ -197,10 +198,15 @@ def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
         torch.set_num_threads(threads)
     cls = None if cuda else cpu_class()
     choices = choose(cfg, cls=cls, threads=threads, cuda=cuda)
+    engine = choose_engine(cfg, cuda)
+    if engine.value:
+        set_engine(trainer, engine.value)
+        choices.append(engine)
     chosen = {c.key: c.value for c in choices}
     if chosen.get("cpu_autocast_training"):
         autocast_training_pass(trainer)
-    if chosen.get("shared_prefill") and not cfg.args.use_vllm:
+    # a static cache is allocated by generate itself: a prefilled dynamic cache cannot be handed to it
+    if chosen.get("shared_prefill") and not cfg.args.use_vllm and engine.value == "generate":
         shared_prompt_prefill(trainer.model)
     if chosen.get("shared_prefill") and not cfg.args.gradient_checkpointing:
         shared_prompt_training_forward(trainer.model)

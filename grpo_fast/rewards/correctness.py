@@ -6,6 +6,7 @@ never collide with dataset columns passed as keyword arguments by TRL.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -236,13 +237,16 @@ multiple_choice_reward = make_multiple_choice_reward()
 @factory
 def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str | None = None) -> Any:
     """ROUGE F1 (rouge-score, stemmed) of the completion against the reference summary column."""
-    from rouge_score import rouge_scorer
 
-    scorer = rouge_scorer.RougeScorer([kind], use_stemmer=True)
+    @functools.cache
+    def scorer() -> Any:  # rouge-score loads when a summarization run scores, not when the presets are defined
+        from rouge_score import rouge_scorer
+
+        return rouge_scorer.RougeScorer([kind], use_stemmer=True)
 
     def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
         def score(text: str, ref: Any) -> float:
-            return float(scorer.score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0
+            return float(scorer().score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0
 
         return against_column(completions, kwargs, column, score)
 

@@ -140,8 +140,9 @@ def resolve_config(target: str | RunConfig | None = None,
         _anchor_reward_files(file_values, Path(target).resolve().parent)
     elif target:
         cli.setdefault("recipe", target)
-    recipe = get_recipe(str(cli.get("recipe") or file_values.get("recipe") or "demo"))
+    # Unsloth patches transformers, trl and peft when it is imported: before the recipe (its data and rewards) loads
     models.preimport_unsloth(str(cli.get("backend") or file_values.get("backend") or "auto"))
+    recipe = get_recipe(str(cli.get("recipe") or file_values.get("recipe") or "demo"))
     profile, settings, why = profile_settings(str(cli.get("profile") or file_values.get("profile") or "auto"))
     cfg = build_config([
         (KIT_DEFAULTS, "grpo_fast default"),

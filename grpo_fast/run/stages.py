@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_fast.config import Stage
 from grpo_fast.models import LoadedModel
-from grpo_fast.run import checkpoints
 from grpo_fast.run.prepare import Prepared
 from grpo_fast.watch import trackers
 
@@ -45,6 +44,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
 
     from grpo_fast.models.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
+    from grpo_fast.run import checkpoints  # imports transformers: only once Unsloth had its chance to load first
     from grpo_fast.run.callbacks import StopOnRewardFailure
     from grpo_fast.tools import environment_class
 
@@ -67,6 +67,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     from grpo_fast.models.vllm_sync import sync_check
     from grpo_fast.rewards.combine import AdaptiveRewardScaler
     from grpo_fast.rewards.guard import tripped
+    from grpo_fast.run import checkpoints
     from grpo_fast.run.callbacks import AdaptiveWeights, MemoryCheck, RunLogger
     from grpo_fast.watch.health import HealthMonitor
 

@@ -1,0 +1,218 @@
+"""Generation engines side by side: the same trainer, prompts, sampling settings and seed, one engine at a time.
+
+Engines (``grpo_fast.models.generation``), each on the kit's real GRPOTrainer (TRL 1.14.2) built for a recipe:
+
+- ``trl``: TRL's default path (``model.generate``, dynamic KV cache, peft's three matmuls per LoRA layer);
+- ``static_cache``: the same with ``cache_implementation: static`` (torch.compile off, as TRL sets it);
+- ``continuous_batching``: TRL's ``use_transformers_continuous_batching`` (``generate_batch``, paged KV cache);
+- ``kit``: ``model.generate`` with the kit's merged-LoRA generation and shared prompt prefill (``cpu_speed``).
+
+Each round runs every engine once, the order rotated round by round so load changes meet them alike, and times a
+whole ``trainer.training_step`` (generation, rewards, training forward and backward: a step without the optimizer)
+and, inside it, the generation. The LoRA B matrices get small random values first (a trained adapter's scale), so
+the adapter changes the model and the engines that fold it differently are really compared.
+
+Same distribution: every engine is also run greedily on the same prompts; the share of rows whose greedy tokens
+equal ``trl``'s says the logits agree (up to rounding, which may flip a near tie late in a row). Engines that
+draw random numbers in the same order give the same sampled rows with the same seed (``sampled same``);
+continuous batching draws in another order, so there only the greedy check applies.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_generation.py [--shapes demo code] [--rounds 3] [--no-warmup]
+        [--engines trl static_cache continuous_batching kit] [--out benchmarks/results/bench_generation.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# the demo's shape (8 completions of 16 tokens for one prompt) and the code recipe's (8 of 512)
+SHAPES = {"demo": ("demo", []), "code": ("code", [])}
+COMMON = ["profile=cpu", "save_strategy=no", "evaluate=false", "health=false", "shared_prefill=false",
+          "merged_generation=false", "generation=generate"]
+GREEDY_TOKENS = {"demo": 16, "code": 64}
+AUTO_GOAL = 1.05
+
+
+def machine() -> dict[str, str]:
+    """The CPU and its load, named with every figure (the machine is shared)."""
+    name = next((line.split(":", 1)[1].strip() for line in subprocess.run(
+        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")),
+        platform.processor())
+    return {"cpu": name, "cores": str(os.cpu_count()), "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+
+
+def build(recipe: str, extra: list[str], threads: int, run_dir: Path) -> tuple[Any, Any, list[dict]]:
+    """The kit's trainer for ``recipe`` with every generation speed-up off, and one batch of its rows."""
+    import torch
+
+    from grpo_fast.models import load_model
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
+    from grpo_fast.run.stages import build_trainer
+
+    cfg = resolve_config(recipe, [*COMMON, f"cpu_threads={threads}", f"run_dir={run_dir}", *extra])
+    prep = prepare(cfg)
+    loaded = load_model(cfg)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in loaded.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
+    trainer, _ = build_trainer(prep, loaded, run_dir)
+    trainer.current_gradient_accumulation_steps = cfg.args.gradient_accumulation_steps  # train() sets it
+    group, batch = cfg.args.num_generations, cfg.args.per_device_train_batch_size
+    rows = [prep.train_rows[i] for i in range(batch // group) for _ in range(group)]
+    return trainer, cfg, rows
+
+
+def timed_generation(trainer: Any) -> dict[str, Any]:
+    """Wrap TRL's ``_generate_single_turn`` to time it and keep what it generated."""
+    seen: dict[str, Any] = {"seconds": 0.0, "tokens": 0, "completions": []}
+    original = trainer._generate_single_turn
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        completion_ids, logprobs = original(*args, **kwargs)
+        seen["seconds"] += time.perf_counter() - start
+        seen["tokens"] += sum(len(c) for c in completion_ids)
+        seen["completions"] = [list(c) for c in completion_ids]
+        return completion_ids, logprobs
+
+    trainer._generate_single_turn = generate
+    return seen
+
+
+def one_step(trainer: Any, rows: list[dict], seen: dict[str, Any], seed: int) -> dict[str, Any]:
+    import torch
+
+    seen.update(seconds=0.0, tokens=0)
+    torch.manual_seed(seed)
+    trainer.model.train()
+    start = time.perf_counter()
+    trainer.training_step(trainer.model, rows, None)
+    step = time.perf_counter() - start
+    trainer.model.zero_grad(set_to_none=True)
+    return {"step_s": step, "gen_s": seen["seconds"], "tokens": seen["tokens"], "completions": seen["completions"]}
+
+
+def greedy(trainer: Any, rows: list[dict], tokens: int) -> list[list[int]]:
+    """Greedy completions of the batch's prompts through TRL's own generation call."""
+    import torch
+
+    tok = trainer.processing_class
+    prompt_ids = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r in rows]
+    prompt_ids = [p["input_ids"] if isinstance(p, dict) or hasattr(p, "keys") else p for p in prompt_ids]
+    saved = (trainer.generation_config.do_sample, trainer.generation_config.max_new_tokens,
+             dict(trainer.generation_kwargs))
+    trainer.generation_config.do_sample, trainer.generation_config.max_new_tokens = False, tokens
+    trainer.generation_kwargs.update(do_sample=False, max_new_tokens=tokens)
+    try:
+        trainer.model.eval()
+        with torch.no_grad():
+            completions, _ = trainer._generate_single_turn(prompt_ids, None, {}, 1)
+    finally:
+        trainer.generation_config.do_sample, trainer.generation_config.max_new_tokens = saved[:2]
+        trainer.generation_kwargs.clear()
+        trainer.generation_kwargs.update(saved[2])
+    return [list(c) for c in completions]
+
+
+def same_rows(a: list[list[int]], b: list[list[int]]) -> float:
+    return sum(x == y for x, y in zip(a, b)) / max(1, len(a))
+
+
+def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool) -> dict[str, Any]:
+    from grpo_fast.models.generation import choose_engine, use_engine
+
+    recipe, extra = SHAPES[shape]
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer, cfg, rows = build(recipe, extra, threads, Path(tmp) / "run")
+        seen = timed_generation(trainer)
+        runs: dict[str, list[dict]] = {e: [] for e in engines}
+        greedy_rows: dict[str, list[list[int]]] = {}
+        for engine in engines:  # warm-up (first calls allocate) and the greedy check
+            with use_engine(trainer, engine):
+                greedy_rows[engine] = greedy(trainer, rows, GREEDY_TOKENS[shape])
+                if warmup:
+                    one_step(trainer, rows, seen, seed=1)
+        for r in range(rounds):
+            order = engines[r % len(engines):] + engines[:r % len(engines)]
+            for engine in order:
+                with use_engine(trainer, engine):
+                    runs[engine].append(one_step(trainer, rows, seen, seed=100 + r))
+                print(f"  {shape} round {r + 1} {engine}: step {runs[engine][-1]['step_s']:.1f} s, generation "
+                      f"{runs[engine][-1]['gen_s']:.1f} s, {runs[engine][-1]['tokens']} tokens", flush=True)
+        # what `generation: auto` picks under the cpu profile (its speed-ups on): generate + them is the kit engine
+        choice = choose_engine(cfg.model_copy(update={"generation": "auto"}), cuda=False)
+    table = {}
+    for engine in engines:
+        gen = statistics.median(x["gen_s"] for x in runs[engine])
+        table[engine] = {
+            "step_s": statistics.median(x["step_s"] for x in runs[engine]),
+            "generation_s": gen,
+            "tokens_per_s": statistics.median(x["tokens"] / x["gen_s"] for x in runs[engine]),
+            "tokens": statistics.median(x["tokens"] for x in runs[engine]),
+            "greedy_same_rows": same_rows(greedy_rows[engine], greedy_rows["trl"]) if "trl" in greedy_rows else None,
+            "sampled_same_rows": statistics.mean(same_rows(x["completions"], y["completions"])
+                                                 for x, y in zip(runs[engine], runs["trl"])) if "trl" in runs else None,
+        }
+    return {"shape": f"{cfg.args.per_device_train_batch_size} x {cfg.args.max_completion_length} tokens "
+                     f"({recipe})", "engines": table, "auto": {"engine": choice.value, "why": choice.why}}
+
+
+def report(shape: str, result: dict[str, Any]) -> list[str]:
+    table = result["engines"]
+    base = table.get("trl")
+    fastest = max(table, key=lambda e: table[e]["tokens_per_s"])
+    lines = [f"\n{shape}: {result['shape']}",
+             f"{'engine':22} {'step s':>8} {'gen s':>8} {'tok/s':>8} {'x trl':>7} {'greedy=':>8} {'sampled=':>9}"]
+    for engine, row in table.items():
+        ratio = row["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
+        lines.append(f"{engine:22} {row['step_s']:8.1f} {row['generation_s']:8.2f} {row['tokens_per_s']:8.1f} "
+                     f"{ratio:7.2f} {row['greedy_same_rows']:8.2f} {row['sampled_same_rows']:9.2f}")
+    auto = {"generate": "kit"}.get(result["auto"]["engine"], result["auto"]["engine"])
+    if auto in table:
+        share = table[auto]["tokens_per_s"] / table[fastest]["tokens_per_s"]
+        lines.append(f"auto -> {auto} ({result['auto']['why']}): {share:.2f} of the fastest ({fastest}); "
+                     f"goal >= {1 / AUTO_GOAL:.2f}")
+    return lines
+
+
+def main() -> None:
+    from grpo_fast.models.cpu_speed import busy_aware_threads
+    from grpo_fast.models.generation import ENGINES
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the free cores, once)")
+    parser.add_argument("--no-warmup", action="store_true", help="skip each engine's untimed first step (long shapes)")
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    threads = args.threads or busy_aware_threads()
+    before = machine()
+    print(f"CPU {before['cpu']} ({before['cores']} cores), load {before['load']}, {threads} torch thread(s)",
+          flush=True)
+    results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup) for shape in args.shapes}
+    after = machine()
+    lines = [f"CPU {before['cpu']}, {threads} thread(s); load before {before['load']}, after {after['load']}"]
+    for shape, result in results.items():
+        lines += report(shape, result)
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
+                                              "rounds": args.rounds, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The ``generation`` key on the kit's real GRPOTrainer (TRL 1.14.2): every engine is really used, samples the
+same distribution as TRL's default path (same greedy tokens), and the choice is printed with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_fast.models import load_model
+from grpo_fast.models.generation import choose_engine
+from grpo_fast.run.prepare import prepare
+from grpo_fast.run.resolve import resolve_config
+from grpo_fast.run.stages import build_trainer
+
+PROMPTS = [[{"role": "user", "content": "What is 3 + 4?"}], [{"role": "user", "content": "Name a colour."}]]
+
+
+def _trainer(tiny_model_dir, tmp_path, *overrides):
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "profile=cpu", "cpu_threads=1",
+                                  "cpu_autocast_training=false", f"run_dir={tmp_path / 'run'}", *overrides])
+    loaded = load_model(cfg)
+    trainer, record = build_trainer(prepare(cfg), loaded, tmp_path / "run")
+    return trainer, record
+
+
+def _greedy(trainer, tokens=12):
+    import torch
+
+    tok = trainer.processing_class
+    ids = [list(tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+           for p in PROMPTS]
+    trainer.generation_config.do_sample = False
+    trainer.generation_kwargs["do_sample"] = False
+    trainer.generation_config.max_new_tokens = trainer.generation_kwargs["max_new_tokens"] = tokens
+    trainer.generation_config.eos_token_id = trainer.generation_kwargs["eos_token_id"] = None  # full length
+    trainer.model.eval()
+    with torch.no_grad():
+        completions, _ = trainer._generate_single_turn(ids, None, {}, 1)
+    return [list(c) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir, tmp_path_factory):
+    trainer, _ = _trainer(tiny_model_dir, tmp_path_factory.mktemp("plain"), "generation=generate",
+                          "shared_prefill=false", "merged_generation=false")
+    return _greedy(trainer)
+
+
+@pytest.mark.parametrize("engine", ["static_cache", "continuous_batching"])
+def test_each_engine_runs_and_gives_the_default_paths_tokens(engine, tiny_model_dir, tmp_path, reference, capsys,
+                                                             monkeypatch):
+    trainer, record = _trainer(tiny_model_dir, tmp_path, f"generation={engine}")
+    assert f"generation engine: {engine} — set in the config" in capsys.readouterr().out
+    assert {"key": "generation", "value": engine} in [{k: c[k] for k in ("key", "value")} for c in record["choices"]]
+    calls = []
+    if engine == "continuous_batching":  # TRL's continuous-batching branch calls generate_batch, never generate
+        original = type(trainer.model.base_model.model).generate_batch
+        monkeypatch.setattr(type(trainer.model.base_model.model), "generate_batch",
+                            lambda *a, **k: calls.append(engine) or original(*a, **k))
+    else:
+        assert trainer.generation_config.cache_implementation == "static"
+        import transformers
+
+        original_init = transformers.StaticCache.__init__
+        monkeypatch.setattr(transformers.StaticCache, "__init__",
+                            lambda self, *a, **k: calls.append(engine) or original_init(self, *a, **k))
+    assert _greedy(trainer) == reference
+    assert calls  # the engine really generated
+
+
+def test_auto_says_why_and_leaves_vllm_alone(tiny_model_dir, tmp_path, capsys):
+    trainer, record = _trainer(tiny_model_dir, tmp_path)  # generation: auto (the kit's default)
+    out = capsys.readouterr().out
+    assert "generation engine: generate — measured fastest on CPU" in out
+    assert trainer.generation_config.cache_implementation is None and not trainer.use_transformers_continuous_batching
+    vllm = resolve_config("demo", ["use_vllm=true", "vllm_mode=colocate"])
+    assert choose_engine(vllm, cuda=True).value is None and "vLLM" in choose_engine(vllm, cuda=True).why
+    through_trl = resolve_config("demo", ["use_transformers_continuous_batching=true"])
+    assert choose_engine(through_trl, cuda=False).value == "continuous_batching"
