@@ -4,13 +4,14 @@ against off.
 
 Each run saves its adapter every ``--every`` steps; afterwards every checkpoint (and the base model, at 0 s) is
 scored greedily on the demo's held-out questions (the judge ``sum_correct``: the reply's first number is the
-sum). The clock is TRL's own ``step_time`` summed over the steps (generation, scoring and the optimiser step;
-not model loading, checkpoint saving or this evaluation), the same measure for both arms. The headline: the
-time the first arm needs to reach the second arm's final accuracy, over the second arm's time to reach it.
+sum). Both arms train at the same time, so each sees the same machine load; the plain arm stops when the kit
+arm ends (or after ``--budget`` seconds of steps). The clock is TRL's own ``step_time`` summed over the steps
+(generation, scoring and the optimiser step; not model loading, checkpoint saving or this evaluation), the same
+measure for both arms. The headline: the time the first arm needs to reach the second arm's final accuracy,
+over the second arm's time to reach it.
 
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --seeds 0            # kit vs plain TRL
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --compare dynamic_sampling --seeds 0
-    .venv/bin/python benchmarks/bench_learning.py --plain-run OUT --seed 0 --budget 600   # (internal) one plain arm
 
 Results: benchmarks/results/learning_<compare>.json (raw points, CPU, load) and a .png of accuracy vs time.
 """
@@ -40,23 +41,28 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(), "python": platform.python_version()}
 
 
-def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> Path:
+def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> subprocess.Popen:
     """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps."""
     cmd = [sys.executable, "-m", "grpo_fast", "train", "demo", f"seed={seed}", f"run_dir={out}", "evaluate=false",
            f"save_steps={every}", "save_total_limit=1000", *overrides]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return out / "checkpoints"
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def plain_run(out: Path, seed: int, every: int, budget: float) -> Path:
+def plain_run(out: Path, seed: int, every: int, budget: float, until: Path) -> subprocess.Popen:
     """A plain TRL script in a fresh interpreter (this file with --plain-run), stopped after ``budget`` seconds of
-    training steps."""
-    subprocess.run([sys.executable, __file__, "--plain-run", str(out), "--seed", str(seed), "--every", str(every),
-                    "--budget", str(budget)], check=True, stdout=subprocess.DEVNULL)
-    return out
+    training steps or once ``until`` exists (the kit arm's summary: both arms trained under the same load)."""
+    return subprocess.Popen([sys.executable, __file__, "--plain-run", str(out), "--seed", str(seed), "--every",
+                             str(every), "--budget", str(budget), "--until", str(until)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def plain_trl(out: Path, seed: int, every: int, budget: float) -> None:
+def finish(*procs: subprocess.Popen) -> None:
+    for proc in procs:
+        if proc.wait() != 0:
+            raise SystemExit(f"{' '.join(map(str, proc.args))} failed (exit {proc.returncode})")
+
+
+def plain_trl(out: Path, seed: int, every: int, budget: float, until: Path | None) -> None:
     """What a user writes from TRL's docs: GRPOConfig's defaults (bf16, learning_rate 1e-6, 256 new tokens, ...),
     with only the output folder, CPU, the reward weights, the seed and checkpointing set; LoRA as the kit's."""
     from datasets import Dataset
@@ -70,7 +76,7 @@ def plain_trl(out: Path, seed: int, every: int, budget: float) -> None:
     class Budget(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             spent = sum(r.get("step_time", 0.0) for r in state.log_history)
-            if spent >= budget:
+            if (budget and spent >= budget) or (until is not None and until.exists()):
                 control.should_training_stop = control.should_save = True
 
     path = resolve_model_path("embedded")
@@ -79,7 +85,8 @@ def plain_trl(out: Path, seed: int, every: int, budget: float) -> None:
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), args=args,
                           processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=list(demo.REWARDS.funcs),
                           train_dataset=Dataset.from_list(demo.make_rows(seed=seed)),
-                          peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"),
+                          peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"),
                           callbacks=[Budget()])
     trainer.train()
 
@@ -152,14 +159,16 @@ def main() -> int:
     parser.add_argument("--compare", choices=["plain", "dynamic_sampling"], default="plain")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--every", type=int, default=10, help="checkpoint (and evaluate) every this many steps")
+    parser.add_argument("--steps", type=int, default=0, help="kit arms: max_steps (default: the demo's 60)")
     parser.add_argument("--budget", type=float, default=0.0,
-                        help="plain arm: seconds of training steps (default: twice the kit's)")
+                        help="plain arm: seconds of training steps (default: until the kit arm ends)")
     parser.add_argument("--work", default="runs/bench_learning")
     parser.add_argument("--plain-run", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--until", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_run:
-        plain_trl(Path(args.plain_run), args.seed, args.every, args.budget)
+        plain_trl(Path(args.plain_run), args.seed, args.every, args.budget, Path(args.until) if args.until else None)
         return 0
     names = ("kit (grpo-fast train demo)", "plain TRL (default GRPOConfig)") if args.compare == "plain" else \
         ("dynamic_sampling: true", "dynamic_sampling: false")
@@ -167,13 +176,18 @@ def main() -> int:
     work = Path(args.work)
     for seed in args.seeds:
         start = time.time()
-        if args.compare == "plain":
-            kit = curve(kit_run(work / f"kit-{seed}", seed, args.every, []), seed)
-            budget = args.budget or 2 * kit[-1]["seconds"]
-            other = curve(plain_run(work / f"plain-{seed}", seed, args.every, budget), seed)
+        steps = [f"max_steps={args.steps}"] if args.steps else []
+        if args.compare == "plain":  # both arms at once: the same machine load for each
+            first, second = work / f"kit-{seed}", work / f"plain-{seed}"
+            finish(kit_run(first, seed, args.every, steps),
+                   plain_run(second, seed, args.every, args.budget, first / "summary.json"))
+            first = first / "checkpoints"
         else:
-            kit = curve(kit_run(work / f"ds-on-{seed}", seed, args.every, ["dynamic_sampling=true"]), seed)
-            other = curve(kit_run(work / f"ds-off-{seed}", seed, args.every, ["dynamic_sampling=false"]), seed)
+            first, second = work / f"ds-on-{seed}", work / f"ds-off-{seed}"
+            finish(kit_run(first, seed, args.every, [*steps, "dynamic_sampling=true"]),
+                   kit_run(second, seed, args.every, [*steps, "dynamic_sampling=false"]))
+            first, second = first / "checkpoints", second / "checkpoints"
+        kit, other = curve(first, seed), curve(second, seed)
         record["seeds"][str(seed)] = {"points": [kit, other], "headline": headline(kit, other),
                                       "wall_s": round(time.time() - start, 1), "load_avg": os.getloadavg()}
         print(json.dumps({seed: record["seeds"][str(seed)]["headline"]}), flush=True)
