@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from typing import Any
 
 MAX_EXTRA = 1.0
@@ -78,6 +79,7 @@ class DynamicSampler:
         self.score = trainer._generate_and_score_completions
         self.rng = random.Random(trainer.args.seed)
         self.last: dict[str, int] = {}
+        self.warned = False
 
     def fresh(self, groups: int) -> list[dict[str, Any]]:
         """``groups`` prompts drawn from the training set, each repeated once per completion as TRL's sampler does."""
@@ -88,8 +90,14 @@ class DynamicSampler:
     def __call__(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         trainer = self.trainer
         batch = self.score(inputs)
-        if not trainer.model.training or set(batch) - SUPPORTED:
-            return batch  # evaluation, or inputs (images) this merge does not know how to pad: TRL's batch as is
+        if not trainer.model.training:
+            return batch
+        if set(batch) - SUPPORTED:  # inputs (images) this merge does not know how to pad: TRL's batch as is
+            if not self.warned:
+                self.warned = True
+                print(f"dynamic_sampling: off for this run (its batches carry {sorted(set(batch) - SUPPORTED)}, "
+                      "which the refill cannot pad)", file=sys.stderr, flush=True)
+            return batch
         g = trainer.num_generations
         flat = uniform_groups(batch["advantages"], g)
         keep = [i for i, same in enumerate(flat) if not same]
