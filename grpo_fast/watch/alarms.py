@@ -321,9 +321,10 @@ class Rules:
                 f"to the last {half} (< {threshold:.3f})", gain, threshold)
 
     def hacking(self, add: Any) -> None:
-        """A non-judge reward rose (beyond one standard error) while the judge did not rise at all (its gain below
-        ``hacking_max_gain`` of its span) and sits at its floor (where its range is declared). A format learned
-        first, with correctness rising more slowly or already above its floor, is the demo's healthy course."""
+        """A non-judge reward rose from the run's first ``window`` steps to its last ``trend_window / 2`` (beyond one
+        standard error) while the judge did not rise at all (its gain below ``hacking_max_gain`` of its span) and
+        sits at its floor (where its range is declared). A format learned first, with correctness rising more
+        slowly or already above its floor, is the demo's healthy course."""
         ok, t, half = self.scale.correctness_reward, self.s.trend_window, self.s.trend_window // 2
         if not ok or len(self.rows) < t:
             return
@@ -331,7 +332,8 @@ class Rules:
         if len(right) < t:
             return
         c_span, floor = self.scale.span_of(ok), self.scale.low_of(ok)
-        gain, gain_se = shift(right[:half], right[-half:])
+        w = min(self.s.window, half)  # the very start: a format gamed fast is gamed within the first half
+        gain, gain_se = shift(right[:w], right[-half:])
         level = statistics.fmean(right[-half:])
         if gain >= self.s.hacking_max_gain * c_span or (
                 floor is not None and level > floor + self.s.edge_frac * c_span):
@@ -340,14 +342,14 @@ class Rules:
         for name in self.scale.gameable:
             values = self.component(name)
             if len(values) >= t:
-                rise, rise_se = shift(values[:half], values[-half:])
+                rise, rise_se = shift(values[:w], values[-half:])
                 if rise - rise_se >= self.s.hacking_min_rise * self.scale.span_of(name):
                     risen.append((rise / self.scale.span_of(name), name, rise, rise_se))
         if risen:
             _, name, rise, rise_se = max(risen)
             where = f", at its floor {floor:g}" if floor is not None else ""
             add("reward_hacking", f"'{name}' rose {rise:+.3f} (+/- {rise_se:.3f}) while the judge '{ok}' moved "
-                f"{gain:+.3f} (+/- {gain_se:.3f}){where}, from the first {half} steps to the last {half}", rise,
+                f"{gain:+.3f} (+/- {gain_se:.3f}){where}, from the first {w} steps to the last {half}", rise,
                 self.s.hacking_min_rise * self.scale.span_of(name))
 
     def entropy(self, add: Any) -> None:
