@@ -58,11 +58,11 @@ def tail(log: list[dict], key: str) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
-def demo_cell(work: Path, seed: int, overrides: dict[str, list[str]], steps: int, every: int) -> dict:
-    """Every variant on one seed, two at a time; accuracy at the shortest variant's seconds of steps."""
+def demo_cell(work: Path, seed: int, overrides: dict[str, list[str]], steps: int, every: int, parallel: int) -> dict:
+    """Every variant on one seed, ``parallel`` at a time; accuracy at the shortest variant's seconds of steps."""
     runs, names = {}, list(overrides)
-    for i in range(0, len(names), 2):
-        pair = names[i:i + 2]
+    for i in range(0, len(names), parallel):
+        pair = names[i:i + parallel]
         finish(*[kit_run(work / f"{n}-{seed}", seed, every, [*overrides[n], f"max_steps={steps}"]) for n in pair])
     for name in names:
         folder = work / f"{name}-{seed}"
@@ -100,19 +100,20 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", help="variants to run (default: all): loss types and gspo")
     parser.add_argument("--steps", type=int, default=60, help="demo: steps per run (the recipe's 60)")
     parser.add_argument("--every", type=int, default=10, help="demo: checkpoint every this many steps")
+    parser.add_argument("--parallel", type=int, default=2, help="demo: variants trained at once (same load)")
     parser.add_argument("--work", default="runs/bench_losses")
     args = parser.parse_args()
     chosen = variants(args.only)
     record = {"task": args.task, "variants": chosen, "machine_start": machine(), "seeds": {}}
     for seed in args.seeds:
         work = Path(args.work)
-        cell = demo_cell(work, seed, chosen, args.steps, args.every) if args.task == "demo" else \
+        cell = demo_cell(work, seed, chosen, args.steps, args.every, args.parallel) if args.task == "demo" else \
             tool_math_cell(work, seed, chosen)
         record["seeds"][str(seed)] = cell
         print(json.dumps({seed: {k: (v["accuracy"], v["wall_s"]) for k, v in cell.items()}}), flush=True)
     record["machine_end"] = machine()
     RESULTS.mkdir(exist_ok=True)
-    suffix = "" if not args.only else "_" + "_".join(args.only)
+    suffix = ("" if not args.only else "_" + "_".join(args.only)) + (f"_{args.steps}steps" if args.task == "demo" else "")
     dest = RESULTS / f"losses_{args.task}{suffix}.json"
     dest.write_text(json.dumps(record, indent=2))
     print(f"wrote {dest}")
