@@ -113,7 +113,8 @@ def main() -> int:
         print(json.dumps({seed: {k: (v["accuracy"], v["wall_s"]) for k, v in cell.items()}}), flush=True)
     record["machine_end"] = machine()
     RESULTS.mkdir(exist_ok=True)
-    suffix = ("" if not args.only else "_" + "_".join(args.only)) + (f"_{args.steps}steps" if args.task == "demo" else "")
+    suffix = "" if not args.only else "_" + "_".join(args.only)
+    suffix += f"_{args.steps}steps" if args.task == "demo" else ""
     dest = RESULTS / f"losses_{args.task}{suffix}.json"
     dest.write_text(json.dumps(record, indent=2))
     print(f"wrote {dest}")
