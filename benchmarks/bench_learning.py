@@ -41,24 +41,29 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(), "python": platform.python_version()}
 
 
-def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> subprocess.Popen:
-    """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps."""
+def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> subprocess.Popen | None:
+    """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps (None: the run
+    is there already, finished)."""
+    if (out / "summary.json").exists():
+        return None
     cmd = [sys.executable, "-m", "grpo_fast", "train", "demo", f"seed={seed}", f"run_dir={out}", "evaluate=false",
            f"save_steps={every}", "save_total_limit=1000", *overrides]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def plain_run(out: Path, seed: int, every: int, budget: float, until: Path) -> subprocess.Popen:
+def plain_run(out: Path, seed: int, every: int, budget: float, until: Path) -> subprocess.Popen | None:
     """A plain TRL script in a fresh interpreter (this file with --plain-run), stopped after ``budget`` seconds of
     training steps or once ``until`` exists (the kit arm's summary: both arms trained under the same load)."""
+    if list(out.glob("checkpoint-*")):
+        return None
     return subprocess.Popen([sys.executable, __file__, "--plain-run", str(out), "--seed", str(seed), "--every",
                              str(every), "--budget", str(budget), "--until", str(until)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def finish(*procs: subprocess.Popen) -> None:
+def finish(*procs: subprocess.Popen | None) -> None:
     for proc in procs:
-        if proc.wait() != 0:
+        if proc is not None and proc.wait() != 0:
             raise SystemExit(f"{' '.join(map(str, proc.args))} failed (exit {proc.returncode})")
 
 
@@ -103,6 +108,8 @@ def curve(folder: Path, seed: int) -> list[dict]:
     rows = demo.holdout(SimpleNamespace(eval_rows=103, seed=seed), demo.make_rows(seed=seed))
     path = resolve_model_path("embedded")
     tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
 
     def accuracy(model) -> float:
         texts = [g[0][0] for g in generate(model, tok, [r["prompt"] for r in rows], max_new_tokens=EVAL_TOKENS)]
