@@ -35,9 +35,10 @@ SUPPORTED = {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "
              "importance_sampling_ratio"}
 
 
-def wanted(setting: bool | str, recipe: str) -> bool:
-    """``dynamic_sampling``'s value for this run: ``auto`` is on only for recipes where it measured better."""
-    return recipe in MEASURED_WINS if setting == "auto" else bool(setting)
+def wanted(setting: bool | str, recipe: str, processes: int = 1) -> bool:
+    """``dynamic_sampling``'s value for this run: ``auto`` is on only for recipes where it measured better, on
+    one process."""
+    return recipe in MEASURED_WINS and processes == 1 if setting == "auto" else bool(setting)
 
 
 def uniform_groups(advantages: Any, group: int) -> list[bool]:
@@ -132,7 +133,11 @@ def install(trainer: Any, max_extra: float = MAX_EXTRA) -> DynamicSampler:
     """Wrap ``trainer._generate_and_score_completions`` with dynamic sampling (single process only: TRL spreads
     a group's completions over processes, so one process cannot tell a uniform group from its share)."""
     if trainer.accelerator.num_processes > 1:
-        raise ValueError("dynamic_sampling runs on one process only (TRL splits a group across processes)")
+        from grpo_fast.errors import UserError
+
+        raise UserError(f"dynamic_sampling needs one process; this run has {trainer.accelerator.num_processes} "
+                        "(TRL splits a group's completions across processes)", "config key 'dynamic_sampling'",
+                        "set dynamic_sampling: false for multi-GPU runs")
     sampler = DynamicSampler(trainer, max_extra)
     trainer._generate_and_score_completions = sampler
     return sampler

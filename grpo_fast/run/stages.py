@@ -58,7 +58,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
         train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
         callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
     )
-    if dynamic_sampling.wanted(cfg.dynamic_sampling, cfg.recipe):
+    if dynamic_sampling.wanted(cfg.dynamic_sampling, cfg.recipe, trainer.accelerator.num_processes):
         dynamic_sampling.install(trainer)
     return trainer, apply_speedups(trainer, cfg)
 
