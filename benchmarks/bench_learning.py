@@ -79,12 +79,17 @@ def plain_trl(out: Path, seed: int, every: int, budget: float, until: Path | Non
     from grpo_fast.recipes import demo
 
     class Budget(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            with (out / "log.jsonl").open("a") as f:  # progress, readable while the arm runs
+                f.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+
         def on_step_end(self, args, state, control, **kwargs):
             spent = sum(r.get("step_time", 0.0) for r in state.log_history)
             if (budget and spent >= budget) or (until is not None and until.exists()):
                 control.should_training_stop = control.should_save = True
 
     path = resolve_model_path("embedded")
+    out.mkdir(parents=True, exist_ok=True)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, report_to="none", logging_steps=1, seed=seed,
                       save_steps=every, max_steps=10_000, reward_weights=list(demo.REWARDS.weights))
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), args=args,
