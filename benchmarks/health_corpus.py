@@ -52,6 +52,10 @@ RUNS: dict[str, dict] = {
                      "rewards": [{"name": "just_the_number", "weight": 0.5},
                                  {"name": f"{REWARDS}:sum_correct_flaky", "weight": 2.0},
                                  {"name": "sum_mentioned", "weight": 0.5}]},
+    "no-signal": {**BROKEN, "rewards": [{"name": f"{REWARDS}:always_yes"}]},
+    "format-hacking": {**BROKEN, "max_steps": 30, "seed": 1,
+                       "rewards": [{"name": f"{REWARDS}:sentence_format", "weight": 1.0},
+                                   {"name": f"{REWARDS}:product_correct", "weight": 1.0}]},
 }
 
 

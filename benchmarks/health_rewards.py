@@ -62,3 +62,22 @@ def sum_correct_flaky(completions: list, prompts: list, answer: list[str], **kwa
             raise ValueError(f"cannot score a wrong reply to {a} + {b}")
         scores.append(1.0 if _first_number(c) == str(gold) else 0.0)
     return scores
+
+
+@reward_meta("correctness", 0.0, 1.0)
+def always_yes(completions: list, **kwargs: Any) -> list[float]:
+    """A judge that says yes to everything: every reply scores the maximum from the first step, nothing to learn."""
+    return [1.0 for _ in completions]
+
+
+@reward_meta("format", 0.0, 1.0)
+def sentence_format(completions: list, **kwargs: Any) -> list[float]:
+    """A gameable format reward: a quarter for each of a capital first letter, a closing period, at least five
+    words and at most thirty, whatever the reply says (the demo's lone numbers score a quarter or less)."""
+    scores = []
+    for completion in completions:
+        text = completion_text(completion).strip()
+        words = text.split()
+        marks = [bool(text) and text[0].isupper(), text.endswith("."), len(words) >= 5, 0 < len(words) <= 30]
+        scores.append(sum(marks) / 4)
+    return scores

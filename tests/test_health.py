@@ -57,8 +57,9 @@ def test_healthy_run_raises_nothing(tmp_path):
     ("plateau", [{**HEALTHY, "reward": 0.40 + 0.001 * (i % 3)} for i in range(20)]),
     ("nonfinite", rising(2) + [{**HEALTHY, "loss": float("nan")}]),
     ("nonfinite", rising(2) + [{**HEALTHY, "grad_norm": float("inf")}]),
-    ("reward_hacking", [{**HEALTHY, "reward": 0.02 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.3}
+    ("reward_hacking", [{**HEALTHY, "reward": 0.02 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.0}
                         for i in range(20)]),
+    ("no_signal", flat(10, reward=1.0, reward_std=0.0, frac_reward_zero_std=1.0)),
     ("clipped", rising(5, **{"completions/clipped_ratio": 0.9})),
     ("entropy_collapse", flat(10, entropy=0.01)),
     ("entropy_collapse", flat(10, entropy=2.0) + flat(3, entropy=0.15)),  # median fell to < 10% of the start's
@@ -79,12 +80,13 @@ def test_each_alarm_fires_with_its_remedy(kind, logs, tmp_path, capsys):
 
 
 def test_converged_is_a_note_that_never_stops(tmp_path, capsys):
-    """No spread and a flat reward at the maximum: the task is learned, not broken."""
+    """A reward that rose to the maximum and stays there without spread: the task is learned, not broken."""
     monitor = HealthMonitor(tmp_path, scale=UNIT, on_alarm="stop")
-    control = feed(monitor, flat(30, reward=0.99, reward_std=0.0, frac_reward_zero_std=1.0, entropy=0.01))
+    control = feed(monitor, rising(10, start=0.1, step=0.08) +
+                   flat(20, reward=0.99, reward_std=0.0, frac_reward_zero_std=1.0, entropy=0.01))
     assert kinds(monitor) == ["converged"] and monitor.events[0].action == "note" and monitor.warnings == []
     assert not control.should_training_stop and monitor.stopped_by is None
-    assert "HEALTH note [converged] step 10" in capsys.readouterr().err
+    assert "HEALTH note [converged] step 19" in capsys.readouterr().err
 
 
 def test_learning_run_is_quiet_when_entropy_falls_and_groups_agree():
@@ -123,11 +125,48 @@ def test_hacking_needs_flat_correctness():
     assert "reward_hacking" not in kinds(monitor)
 
 
-def test_one_warning_per_kind_per_window(tmp_path):
-    monitor = HealthMonitor(tmp_path, window=5, echo=False)
-    feed(monitor, rising(14, **{"completions/clipped_ratio": 0.9}))  # condition holds from step 5 to 14
-    assert [e.step for e in monitor.events] == [5, 10]
+def test_one_warning_per_episode_of_trouble_with_its_count_and_last_step(tmp_path, capsys):
+    monitor = HealthMonitor(tmp_path, window=5)
+    healthy = rising(10, start=1.4)
+    feed(monitor, rising(14, **{"completions/clipped_ratio": 0.9}) + healthy)  # holds from step 5 to 14
+    assert [(e.step, e.count, e.last_step) for e in monitor.events] == [(5, 12, 16)]  # a 5-step mean
+    assert len((tmp_path / HEALTH_FILE).read_text().splitlines()) == 1
+    err = capsys.readouterr().err
+    assert err.count("HEALTH [clipped] step 5:") == 1 and "from step 5 to 16: held at 12 logged steps" in err
+    assert monitor.summary()["episodes"] == [{"kind": "clipped", "step": 5, "last_step": 16, "count": 12}]
+    # trouble that comes back after a quiet spell longer than the window is a new episode, printed again
+    feed(monitor, rising(14, **{"completions/clipped_ratio": 0.9}))
+    assert [e.kind for e in monitor.events] == ["clipped"] * 2 and monitor.events[1].count >= 10
     assert len((tmp_path / HEALTH_FILE).read_text().splitlines()) == 2
+
+
+def test_no_signal_when_the_reward_sits_at_its_maximum_without_spread_from_the_start(capsys):
+    monitor = HealthMonitor(scale=UNIT)
+    feed(monitor, flat(25, reward=1.0, reward_std=0.0, frac_reward_zero_std=1.0))
+    assert kinds(monitor) == ["no_signal"]  # not the converged note: it never learned, it started there
+    event = monitor.events[0]
+    assert event.step == 10 and event.count == 16 and "harder task" in event.remedy
+    assert "rewards check" in event.remedy
+
+
+def test_a_run_that_learned_to_the_maximum_is_converged_not_no_signal():
+    monitor = HealthMonitor(scale=UNIT, echo=False)
+    feed(monitor, rising(10, start=0.1, step=0.08) + flat(15, reward=1.0, reward_std=0.0, frac_reward_zero_std=1.0))
+    assert "no_signal" not in kinds(monitor) and "converged" in kinds(monitor)
+
+
+def test_hacking_names_the_climbing_reward_and_the_judge_at_its_floor():
+    scale = RewardScale(0.0, 3.0, "fmt", "ok", (("fmt", 0.0, 1.0), ("ok", 0.0, 1.0), ("wordy", 0.0, 1.0)))
+    logs = [{**HEALTHY, "reward": 0.04 * i, "rewards/fmt/mean": 0.5, "rewards/wordy/mean": 0.04 * i,
+             "rewards/ok/mean": 0.0} for i in range(20)]
+    monitor = HealthMonitor(scale=scale, echo=False)
+    feed(monitor, logs)
+    assert kinds(monitor) == ["reward_hacking"]
+    assert "'wordy'" in monitor.events[0].message and "'ok'" in monitor.events[0].message
+    # the same climb while the judge is flat but well above its floor: a model that already answers, not hacking
+    above = HealthMonitor(scale=scale, echo=False)
+    feed(above, [{**row, "rewards/ok/mean": 0.6} for row in logs])
+    assert "reward_hacking" not in kinds(above)
 
 
 def test_stop_sets_training_stop_and_save():

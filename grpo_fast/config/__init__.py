@@ -49,7 +49,7 @@ class RewardSpec(BaseModel):
 # The health monitor's alarm kinds (alarms.REMEDIES says what to do about each; a test keeps the two equal).
 # Informational notes (alarms.NOTES: converged) are not alarms: they never stop a run.
 AlarmKind = Literal["low_reward_std", "zero_std_groups", "kl_high", "plateau", "nonfinite", "reward_hacking",
-                    "clipped", "entropy_collapse", "reward_errors"]
+                    "clipped", "entropy_collapse", "reward_errors", "no_signal"]
 
 
 class HealthSettings(_Section):
@@ -190,6 +190,10 @@ class RunConfig(_Section):
     """Without vLLM: the engine TRL generates with (model.generate, the same with a static KV cache, or
     transformers' continuous batching). `auto`: the fastest measured (benchmarks/bench_generation.py), printed with
     its reason; every engine samples the same distribution."""
+    dynamic_sampling: bool | Literal["auto"] = "auto"
+    """Drop groups whose completions all scored the same (no advantage, no gradient) and refill the batch with
+    groups of fresh prompts, generating at most one extra batch per step (DAPO's dynamic sampling; logged as
+    dynamic_sampling/*). `auto`: on only for recipes where it measured better (docs/training.md; none yet)."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

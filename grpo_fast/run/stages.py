@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_fast.config import Stage
 from grpo_fast.models import LoadedModel
+from grpo_fast.run import dynamic_sampling
 from grpo_fast.run.prepare import Prepared
 from grpo_fast.watch import trackers
 
@@ -58,6 +59,8 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
         train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
         callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
     )
+    if dynamic_sampling.wanted(cfg.dynamic_sampling, cfg.recipe, trainer.accelerator.num_processes):
+        dynamic_sampling.install(trainer)
     return trainer, apply_speedups(trainer, cfg)
 
 

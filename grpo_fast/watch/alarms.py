@@ -36,9 +36,12 @@ REMEDIES: dict[str, str] = {
                "num_generations, or check the reward logic with `grpo-fast rewards check`",
     "nonfinite": "loss or gradient is NaN/inf: lower learning_rate, set max_grad_norm (e.g. 1.0), use bf16 "
                  "instead of fp16, and check rewards for NaN/inf",
-    "reward_hacking": "the format reward rises while correctness stays flat: the model games the format. "
-                      "Lower the format reward's weight (or gate it on correctness) and check the correctness "
-                      "reward logic on real samples",
+    "reward_hacking": "a non-judge reward (format, style, length) rises while the judge stays at its floor: the "
+                      "model games that reward. Lower its weight (or gate it on correctness) and check the judge's "
+                      "logic on real samples (`grpo-fast rewards check`)",
+    "no_signal": "the reward sat at its maximum with no spread from the first steps: GRPO has nothing to learn. "
+                 "Use a harder task (harder prompts, a stricter judge), or run `grpo-fast rewards check` on the "
+                 "judge: one that says yes to everything gives wrong answers full marks",
     "clipped": "many completions hit max_completion_length and are cut off: raise max_completion_length, "
                "ask for shorter answers in the prompt, or add a length penalty",
     "entropy_collapse": "token entropy collapsed while the reward did not rise: the model answers the same way "
@@ -66,6 +69,9 @@ class HealthEvent:
     threshold: float | None
     action: str = "warn"
     time: float = 0.0
+    count: int = 1
+    """Logged steps of this episode of trouble at which the rule held (one event per episode, not per window)."""
+    last_step: int | None = None
 
     @property
     def is_note(self) -> bool:
@@ -77,7 +83,12 @@ class HealthEvent:
             return f"HEALTH note [{self.kind}] step {self.step}: {self.message}\n  suggestion: {self.remedy}"
         stop = ("  -> on_alarm: stop stops here" if replayed else "  -> stopping the run (checkpoint saved)") \
             if self.action == "stop" else ""
-        return f"HEALTH [{self.kind}] step {self.step}: {self.message}{stop}\n  remedy: {self.remedy}"
+        again = f" (held at {self.count} logged steps, last at step {self.last_step})" if self.count > 1 else ""
+        return f"HEALTH [{self.kind}] step {self.step}{again}: {self.message}{stop}\n  remedy: {self.remedy}"
+
+    def closing(self) -> str:
+        """The line printed when an episode that held at more than one step ends (its start was printed)."""
+        return f"HEALTH [{self.kind}] from step {self.step} to {self.last_step}: held at {self.count} logged steps"
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,16 @@ class RewardScale:
 
     def span_of(self, name: str) -> float:
         return next((hi - lo for n, lo, hi in self.ranges if n == name and hi > lo), 1.0)
+
+    def low_of(self, name: str) -> float | None:
+        return next((lo for n, lo, _ in self.ranges if n == name), None)
+
+    @property
+    def gameable(self) -> list[str]:
+        """The rewards other than the judge (format, style, length): those a model can game (the format reward
+        alone when the rewards declare no ranges)."""
+        names = [n for n, _, _ in self.ranges if n != self.correctness_reward]
+        return names or ([self.format_reward] if self.format_reward else [])
 
     @classmethod
     def of(cls, rewards: Any) -> RewardScale:
@@ -227,6 +248,8 @@ class Rules:
         at_ceiling = self.at_ceiling(rewards)
         at_floor = scale.low is not None and level <= scale.low + edge
         alike = between <= self.s.min_reward_std * span
+        if self.no_signal(add):
+            return
         if at_ceiling:
             add("converged", f"mean reward {level:.3f} over the last {n} steps is within {self.s.edge_frac:.0%} of "
                 f"the maximum {scale.high:g}", level, scale.high - edge)
@@ -260,6 +283,24 @@ class Rules:
                 f"(< {self.s.min_reward_std * span:.3f}) and {why}", statistics.fmean(stds),
                 self.s.min_reward_std * span)
 
+    def no_signal(self, add: Any) -> bool:
+        """The reward sat at its declared maximum with (almost) no group spread from the run's first
+        ``spread_window`` steps and still does: nothing was ever learnable (a task too easy, a judge that says yes
+        to everything), not a run that learned (that one started below the maximum: the converged note)."""
+        n = self.s.spread_window
+        first, last = self.rows[:n], self.rows[-n:]
+        if self.scale.high is None or len(self.rows) < n:
+            return False
+        for rows in (first, last):
+            rewards, zero = series(rows, "reward"), series(rows, "frac_reward_zero_std")
+            if not rewards or not zero or not self.at_ceiling(rewards) \
+                    or statistics.fmean(zero) < self.s.max_zero_std_frac:
+                return False
+        level, share = statistics.fmean(series(last, "reward")), statistics.fmean(series(last, "frac_reward_zero_std"))
+        add("no_signal", f"the mean reward {level:.3f} has sat at its maximum {self.scale.high:g} with "
+            f"{share:.0%} of groups without spread since the first {n} steps", share, self.s.max_zero_std_frac)
+        return True
+
     # ----------------------------------------------------------------- trends against the run's own start
 
     def plateau(self, add: Any) -> None:
@@ -280,25 +321,36 @@ class Rules:
                 f"to the last {half} (< {threshold:.3f})", gain, threshold)
 
     def hacking(self, add: Any) -> None:
-        """The format reward rose (beyond one standard error) while correctness did not rise at all (its gain
-        below ``hacking_max_gain`` of its span). A format learned first, with correctness rising more slowly, is
-        the demo's healthy course and is not flagged."""
-        fmt, ok = self.scale.format_reward, self.scale.correctness_reward
-        t, half = self.s.trend_window, self.s.trend_window // 2
-        if not fmt or not ok or len(self.rows) < t:
+        """A non-judge reward rose from the run's first ``window`` steps to its last ``trend_window / 2`` (beyond one
+        standard error) while the judge did not rise at all (its gain below ``hacking_max_gain`` of its span) and
+        sits at its floor (where its range is declared). A format learned first, with correctness rising more
+        slowly or already above its floor, is the demo's healthy course."""
+        ok, t, half = self.scale.correctness_reward, self.s.trend_window, self.s.trend_window // 2
+        if not ok or len(self.rows) < t:
             return
-        form, right = self.component(fmt), self.component(ok)
-        if len(form) < t or len(right) < t:
+        right = self.component(ok)
+        if len(right) < t:
             return
-        f_span, c_span = self.scale.span_of(fmt), self.scale.span_of(ok)
-        rise, rise_se = shift(form[:half], form[-half:])
-        gain, gain_se = shift(right[:half], right[-half:])
-        rose = rise - rise_se >= self.s.hacking_min_rise * f_span
-        flat = gain < self.s.hacking_max_gain * c_span
-        if rose and flat:
-            add("reward_hacking", f"'{fmt}' rose {rise:+.3f} (+/- {rise_se:.3f}) while '{ok}' moved {gain:+.3f} "
-                f"(+/- {gain_se:.3f}) from the first {half} steps to the last {half}", rise,
-                self.s.hacking_min_rise * f_span)
+        c_span, floor = self.scale.span_of(ok), self.scale.low_of(ok)
+        w = min(self.s.window, half)  # the very start: a format gamed fast is gamed within the first half
+        gain, gain_se = shift(right[:w], right[-half:])
+        level = statistics.fmean(right[-half:])
+        if gain >= self.s.hacking_max_gain * c_span or (
+                floor is not None and level > floor + self.s.edge_frac * c_span):
+            return
+        risen = []
+        for name in self.scale.gameable:
+            values = self.component(name)
+            if len(values) >= t:
+                rise, rise_se = shift(values[:w], values[-half:])
+                if rise - rise_se >= self.s.hacking_min_rise * self.scale.span_of(name):
+                    risen.append((rise / self.scale.span_of(name), name, rise, rise_se))
+        if risen:
+            _, name, rise, rise_se = max(risen)
+            where = f", at its floor {floor:g}" if floor is not None else ""
+            add("reward_hacking", f"'{name}' rose {rise:+.3f} (+/- {rise_se:.3f}) while the judge '{ok}' moved "
+                f"{gain:+.3f} (+/- {gain_se:.3f}){where}, from the first {w} steps to the last {half}", rise,
+                self.s.hacking_min_rise * self.scale.span_of(name))
 
     def entropy(self, add: Any) -> None:
         """Entropy below its floor (absolute, and a share of the first window's), the reward not risen since the

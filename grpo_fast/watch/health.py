@@ -4,8 +4,10 @@ that learns.
 GRPO fails quietly: when every completion in a group gets the same reward there is no advantage and the
 loss is ~0, yet the run goes on for hours. ``HealthMonitor`` feeds TRL's logged metrics, step by step, to the
 rules in ``grpo_fast.watch.alarms`` and raises an event for each failure pattern, with its remedy. Each warning is
-printed once per window, appended to ``health.jsonl`` in the run directory and, with ``on_alarm="stop"``,
-ends the run cleanly with a checkpoint; informational notes (converged) never stop a run.
+printed once per episode of trouble (the steps over which its rule keeps holding, with gaps shorter than
+``window``), appended to ``health.jsonl`` in the run directory when the episode starts and, with
+``on_alarm="stop"``, ends the run cleanly with a checkpoint; when an episode ends its count and last step are
+printed and kept in ``summary()``. Informational notes (converged) never stop a run.
 
 ``grpo_fast.health(run)`` (the ``grpo-fast health`` command) replays a run's logged metrics through the same
 monitor after the fact: a kit run directory, a corpus trace, or any TRL run's ``trainer_state.json``.
@@ -57,8 +59,9 @@ class HealthMonitor(TrainerCallback):
 
     The thresholds, their defaults and what each one catches are declared once, in ``config.HealthSettings``
     (the config's ``health:`` section; docs/health.md explains them). ``on_alarm="stop"`` stops training with
-    a checkpoint on any warning kind in ``stop_on`` (default: all). A warning kind fires at most once per
-    ``window`` logged steps (``nonfinite``: once per step it happens); a note once per run.
+    a checkpoint on any warning kind in ``stop_on`` (default: all). A warning kind fires once per
+    episode: the rule holding again within ``window`` logged steps of its last hold counts in the same event
+    (``count``, ``last_step``); a note once per run.
     """
 
     def __init__(self, run_dir: str | Path | None = None, settings: HealthSettings | None = None, *,
@@ -74,6 +77,7 @@ class HealthMonitor(TrainerCallback):
         self.rules = Rules(self.settings, scale or RewardScale())
         self.echo = echo
         self.last_fired: dict[str, int] = {}
+        self.open: dict[str, HealthEvent] = {}  # each warning kind's episode under way
         self.events: list[HealthEvent] = []
         self.stopped_by: HealthEvent | None = None
         self._main = True
@@ -104,15 +108,35 @@ class HealthMonitor(TrainerCallback):
     def observe(self, step: int, logs: dict[str, Any], control: Any = None) -> list[HealthEvent]:
         """One logged step: its rows into the rules, new events out (and into ``control`` when stopping)."""
         self.rules.add({key: _finite(value) for key, value in logs.items()})
-        return [e for e in self.rules.check(step) if self._emit(e, control)]
+        new = [e for e in self.rules.check(step) if self._emit(e, control)]
+        logged = len(self.rules.rows)
+        for kind in [k for k, e in self.open.items() if logged - self.last_fired[k] >= self.settings.window]:
+            self._close(kind)
+        return new
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for kind in list(self.open):
+            self._close(kind)
+
+    def _close(self, kind: str) -> None:
+        event = self.open.pop(kind)
+        if event.count > 1 and self.echo and self._main:
+            _print(event.closing())
 
     # ----------------------------------------------------------------- reporting
 
     def _emit(self, event: HealthEvent, control: Any) -> bool:
         logged, last = len(self.rules.rows), self.last_fired.get(event.kind)
-        if last is not None and (event.is_note or (event.kind != "nonfinite" and logged - last < self.settings.window)):
-            return False  # one warning per kind per window, one note per run
+        if event.is_note and last is not None:
+            return False  # one note per run
         self.last_fired[event.kind] = logged
+        if event.kind in self.open:  # the same episode of trouble: counted, not printed again
+            self.open[event.kind].count += 1
+            self.open[event.kind].last_step = event.step
+            return False
+        event.last_step = event.step
+        if not event.is_note:
+            self.open[event.kind] = event
         if event.is_note:
             event.action = "note"
         elif self.on_alarm == "stop" and event.kind in self.stop_on:
@@ -132,11 +156,14 @@ class HealthMonitor(TrainerCallback):
         return True
 
     def summary(self) -> dict[str, Any]:
-        """For summary.json: counts per kind (notes included) and the event that stopped the run, if any."""
+        """For summary.json: episodes per kind (notes included), each episode's first and last step and count,
+        and the event that stopped the run, if any."""
         counts: dict[str, int] = {}
         for event in self.events:
             counts[event.kind] = counts.get(event.kind, 0) + 1
-        return {"events": counts, "stopped_by": asdict(self.stopped_by) if self.stopped_by else None}
+        episodes = [{"kind": e.kind, "step": e.step, "last_step": e.last_step, "count": e.count} for e in self.events]
+        return {"events": counts, "episodes": episodes,
+                "stopped_by": asdict(self.stopped_by) if self.stopped_by else None}
 
 
 def _print(text: str) -> None:

@@ -1,0 +1,217 @@
+"""Time to accuracy, side by side on one machine: the kit's `grpo-fast train demo` against a plain TRL script
+(TRL's default GRPOConfig, the same embedded model, LoRA, data and rewards), or the kit with dynamic sampling on
+against off.
+
+Each run saves its adapter every ``--every`` steps; afterwards every checkpoint (and the base model, at 0 s) is
+scored greedily on the demo's held-out questions (the judge ``sum_correct``: the reply's first number is the
+sum). Both arms train at the same time, so each sees the same machine load; the plain arm stops when the kit
+arm ends (or after ``--budget`` seconds of steps). The clock is TRL's own ``step_time`` summed over the steps
+(generation, scoring and the optimiser step; not model loading, checkpoint saving or this evaluation), the same
+measure for both arms. The headline: the time the first arm needs to reach the second arm's final accuracy,
+over the second arm's time to reach it.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_learning.py --seeds 0            # kit vs plain TRL
+    nice -n 10 .venv/bin/python benchmarks/bench_learning.py --compare dynamic_sampling --seeds 0
+
+Results: benchmarks/results/learning_<compare>.json (raw points, CPU, load) and a .png of accuracy vs time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+EVAL_TOKENS = 32
+"""Greedy tokens per held-out answer: a sum is at most three characters; 32 leaves room for an equation."""
+
+
+def machine() -> dict:
+    """CPU model, cores and load average, recorded with every figure."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(), "python": platform.python_version()}
+
+
+def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> subprocess.Popen | None:
+    """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps (None: the run
+    is there already, finished)."""
+    if (out / "summary.json").exists():
+        return None
+    cmd = [sys.executable, "-m", "grpo_fast", "train", "demo", f"seed={seed}", f"run_dir={out}", "evaluate=false",
+           f"save_steps={every}", "save_total_limit=1000", *overrides]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def plain_run(out: Path, seed: int, every: int, budget: float, until: Path) -> subprocess.Popen | None:
+    """A plain TRL script in a fresh interpreter (this file with --plain-run), stopped after ``budget`` seconds of
+    training steps or once ``until`` exists (the kit arm's summary: both arms trained under the same load)."""
+    if list(out.glob("checkpoint-*")):
+        return None
+    return subprocess.Popen([sys.executable, __file__, "--plain-run", str(out), "--seed", str(seed), "--every",
+                             str(every), "--budget", str(budget), "--until", str(until)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def finish(*procs: subprocess.Popen | None) -> None:
+    for proc in procs:
+        if proc is not None and proc.wait() != 0:
+            raise SystemExit(f"{' '.join(map(str, proc.args))} failed (exit {proc.returncode})")
+
+
+def plain_trl(out: Path, seed: int, every: int, budget: float, until: Path | None) -> None:
+    """What a user writes from TRL's docs: GRPOConfig's defaults (bf16, learning_rate 1e-6, 256 new tokens, ...),
+    with only the output folder, CPU, the reward weights, the seed and checkpointing set; LoRA as the kit's."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_fast.models import resolve_model_path
+    from grpo_fast.recipes import demo
+
+    class Budget(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            with (out / "log.jsonl").open("a") as f:  # progress, readable while the arm runs
+                f.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            spent = sum(r.get("step_time", 0.0) for r in state.log_history)
+            if (budget and spent >= budget) or (until is not None and until.exists()):
+                control.should_training_stop = control.should_save = True
+
+    path = resolve_model_path("embedded")
+    out.mkdir(parents=True, exist_ok=True)
+    args = GRPOConfig(output_dir=str(out), use_cpu=True, report_to="none", logging_steps=1, seed=seed,
+                      save_steps=every, max_steps=10_000, reward_weights=list(demo.REWARDS.weights))
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), args=args,
+                          processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=list(demo.REWARDS.funcs),
+                          train_dataset=Dataset.from_list(demo.make_rows(seed=seed)),
+                          peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"),
+                          callbacks=[Budget()])
+    trainer.train()
+
+
+def curve(folder: Path, seed: int) -> list[dict]:
+    """(seconds of training steps, held-out accuracy) at the base model and at every checkpoint under ``folder``."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_fast.evaluate import generate
+    from grpo_fast.models import resolve_model_path
+    from grpo_fast.recipes import demo
+
+    rows = demo.holdout(SimpleNamespace(eval_rows=103, seed=seed), demo.make_rows(seed=seed))
+    path = resolve_model_path("embedded")
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+
+    def accuracy(model) -> float:
+        texts = [g[0][0] for g in generate(model, tok, [r["prompt"] for r in rows], max_new_tokens=EVAL_TOKENS)]
+        return sum(demo.sum_correct(texts, [r["answer"] for r in rows])) / len(rows)
+
+    points = [{"step": 0, "seconds": 0.0, "accuracy": accuracy(AutoModelForCausalLM.from_pretrained(path))}]
+    found = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    for checkpoint in found:
+        log = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+        seconds = sum(r.get("step_time", 0.0) for r in log)
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(path), str(checkpoint))
+        points.append({"step": int(checkpoint.name.rsplit("-", 1)[1]), "seconds": round(seconds, 1),
+                       "accuracy": accuracy(model), "kl": _last(log, "kl"), "entropy": _last(log, "entropy")})
+    return points
+
+
+def _last(log: list[dict], key: str) -> float | None:
+    return next((r[key] for r in reversed(log) if key in r), None)
+
+
+def time_to(points: list[dict], target: float) -> float | None:
+    """Seconds of training until held-out accuracy first reaches ``target`` (None: never)."""
+    return next((p["seconds"] for p in points if p["accuracy"] >= target - 1e-9), None)
+
+
+def headline(first: list[dict], second: list[dict]) -> dict:
+    """Time the first arm needs to reach the second arm's final accuracy, against the second arm's time."""
+    target = second[-1]["accuracy"]
+    a, b = time_to(first, target), time_to(second, target)
+    return {"target_accuracy": target, "first_s": a, "second_s": b,
+            "ratio": round(a / b, 3) if a is not None and b else None,
+            "final": [first[-1]["accuracy"], second[-1]["accuracy"]]}
+
+
+def plot(arms: dict[str, list[list[dict]]], title: str, dest: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (name, runs), color in zip(arms.items(), ("tab:blue", "tab:orange")):
+        for i, points in enumerate(runs):
+            ax.plot([p["seconds"] for p in points], [p["accuracy"] for p in points], "o-", color=color,
+                    label=name if i == 0 else None, alpha=0.8)
+    ax.set(xlabel="seconds of training steps", ylabel="held-out accuracy (greedy)", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(dest, dpi=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare", choices=["plain", "dynamic_sampling"], default="plain")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--every", type=int, default=10, help="checkpoint (and evaluate) every this many steps")
+    parser.add_argument("--steps", type=int, default=0, help="kit arms: max_steps (default: the demo's 60)")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="plain arm: seconds of training steps (default: until the kit arm ends)")
+    parser.add_argument("--work", default="runs/bench_learning")
+    parser.add_argument("--plain-run", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--until", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.plain_run:
+        plain_trl(Path(args.plain_run), args.seed, args.every, args.budget, Path(args.until) if args.until else None)
+        return 0
+    names = ("kit (grpo-fast train demo)", "plain TRL (default GRPOConfig)") if args.compare == "plain" else \
+        ("dynamic_sampling: true", "dynamic_sampling: false")
+    record = {"compare": args.compare, "arms": list(names), "machine_start": machine(), "seeds": {}}
+    work = Path(args.work)
+    for seed in args.seeds:
+        start = time.time()
+        steps = [f"max_steps={args.steps}"] if args.steps else []
+        if args.compare == "plain":  # both arms at once: the same machine load for each
+            first, second = work / f"kit-{seed}", work / f"plain-{seed}"
+            finish(kit_run(first, seed, args.every, steps),
+                   plain_run(second, seed, args.every, args.budget, first / "summary.json"))
+            first = first / "checkpoints"
+        else:
+            first, second = work / f"ds-on-{seed}", work / f"ds-off-{seed}"
+            finish(kit_run(first, seed, args.every, [*steps, "dynamic_sampling=true"]),
+                   kit_run(second, seed, args.every, [*steps, "dynamic_sampling=false"]))
+            first, second = first / "checkpoints", second / "checkpoints"
+        kit, other = curve(first, seed), curve(second, seed)
+        record["seeds"][str(seed)] = {"points": [kit, other], "headline": headline(kit, other),
+                                      "wall_s": round(time.time() - start, 1), "load_avg": os.getloadavg()}
+        print(json.dumps({seed: record["seeds"][str(seed)]["headline"]}), flush=True)
+    record["machine_end"] = machine()
+    RESULTS.mkdir(exist_ok=True)
+    dest = RESULTS / f"learning_{args.compare}.json"
+    dest.write_text(json.dumps(record, indent=2))
+    plot({n: [s["points"][i] for s in record["seeds"].values()] for i, n in enumerate(names)},
+         f"demo, {record['machine_start']['cpu']}", dest.with_suffix(".png"))
+    print(f"wrote {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
