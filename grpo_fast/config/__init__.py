@@ -16,9 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from grpo_fast.config import grpo_args
+from grpo_fast.config.locations import Path_, key_label, locate, path_text, unknown_key
 from grpo_fast.errors import UserError
-
-Path_ = tuple[str | int, ...]
 
 # Labels of the layers the kit itself sets (resolve.py): values from these were not chosen by the user.
 KIT_LAYERS = ("grpo_fast default", "profile ", "recipe ")
@@ -277,33 +276,6 @@ class RunConfig(_Section):
 KIT_KEYS = [name for name in RunConfig.model_fields if name != "grpo"]
 
 
-# --------------------------------------------------------------------------- paths and locations
-
-
-def path_text(path: Path_) -> str:
-    """``("stages", 1, "max_steps")`` -> ``stages[1].max_steps``."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def locate(source: dict[str, str], path: str) -> str | None:
-    """Where the value at ``path`` (or its nearest enclosing key) was set."""
-    while path:
-        if path in source:
-            return source[path]
-        cut = max(path.rfind("."), path.rfind("["))
-        path = path[:cut] if cut > 0 else ""
-    return None
-
-
-def _label(path: Path_, source: dict[str, str]) -> str:
-    text = path_text(path)
-    loc = locate(source, text)
-    return f"key '{text}'" + (f" ({loc})" if loc else "")
-
-
 # --------------------------------------------------------------------------- validation
 
 
@@ -335,7 +307,7 @@ def validate(values: dict[str, Any], source: dict[str, str], prefix: Path_ = ())
     grpo: dict[str, Any] = {}
     known = grpo_args.fields()
     for key, value in values.items():
-        label = _label((*prefix, key), source)
+        label = key_label((*prefix, key), source)
         if key in KIT_KEYS:
             kit[key] = value
         elif key in known or key in grpo_args.REMOVED or key in grpo_args.OWNED:
@@ -348,7 +320,7 @@ def validate(values: dict[str, Any], source: dict[str, str], prefix: Path_ = ())
         raise _schema_error(err, prefix, source) from None
     cfg._source, cfg._prefix = source, path_text(prefix)
     cfg._args = grpo_args.check(lambda: cfg.training_args("trainer_output"), cfg.grpo,
-                                lambda key: _label((*prefix, key), source))
+                                lambda key: key_label((*prefix, key), source))
     _combinations(cfg)
     return cfg
 
@@ -373,16 +345,16 @@ def _combinations(cfg: RunConfig) -> None:
 def _stage(cfg: RunConfig, values: dict[str, Any], source: dict[str, str], i: int, raw: Any) -> Stage:
     """Stage ``i``: the base config with the stage's overrides, validated with ``stages[i].`` in every error."""
     if not isinstance(raw, dict):
-        raise UserError(f"stages[{i}] must be a mapping of config keys", _label(("stages", i), source),
+        raise UserError(f"stages[{i}] must be a mapping of config keys", key_label(("stages", i), source),
                         "write e.g. - {name: format, max_steps: 20, rewards: [xml_count]}")
     overrides = dict(raw)
     name = str(overrides.pop("name", None) or f"stage{i + 1}")
     sft = overrides.pop("sft", False)
     if not isinstance(sft, bool):
-        raise UserError(f"'sft' must be true or false, got {sft!r}", _label(("stages", i, "sft"), source),
+        raise UserError(f"'sft' must be true or false, got {sft!r}", key_label(("stages", i, "sft"), source),
                         "write sft: true for a supervised warm-up stage")
     if "stages" in overrides:
-        raise UserError("stages cannot nest", _label(("stages", i, "stages"), source), "list every stage at the top")
+        raise UserError("stages cannot nest", key_label(("stages", i, "stages"), source), "list every stage at the top")
     base = {k: v for k, v in values.items() if k != "stages"}
     return Stage(name, validate({**base, **overrides}, source, ("stages", i)), sft)
 
@@ -392,7 +364,7 @@ def _schema_error(err: ValidationError, prefix: Path_, source: dict[str, str]) -
     problem = max(err.errors(), key=lambda e: len(e["loc"]))
     loc = problem["loc"]
     path = tuple(p for p in loc[:-1] if isinstance(p, int) or p in _FIELD_NAMES) + loc[-1:]  # union tags dropped
-    label = _label((*prefix, *path), source)
+    label = key_label((*prefix, *path), source)
     key = path_text(path)
     if problem["type"] == "extra_forbidden":
         section = HealthSettings if "health" in path else RunConfig  # rewards[] accept extra keys (parameters)
@@ -411,19 +383,3 @@ _FIELD_NAMES = {*RunConfig.model_fields, *RewardSpec.model_fields, *HealthSettin
 
 def _lower(msg: str) -> str:
     return msg[:1].lower() + msg[1:]
-
-
-# Kit keys that became another name, with what to write instead.
-RENAMED_KEYS = {
-    "gpu_memory_utilization": "vllm_gpu_memory_utilization (TRL's name; the kit hands the same value to Unsloth's "
-                              "vLLM)",
-}
-
-
-def unknown_key(key: str, known: list[str], where: str) -> UserError:
-    """An unknown key, with the closest known one (or where to look them all up)."""
-    if key in RENAMED_KEYS:
-        return UserError(f"'{key}' was renamed", where, f"write {RENAMED_KEYS[key]}")
-    close = difflib.get_close_matches(key, known, n=1)
-    fix = f"did you mean '{close[0]}'?" if close else "see `grpo-fast train --help-config` for every key"
-    return UserError(f"unknown config key '{key}': neither a grpo_fast key nor a GRPOConfig field", where, fix)
