@@ -131,7 +131,8 @@ def same_rows(a: list[list[int]], b: list[list[int]]) -> float:
 
 
 def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool) -> dict[str, Any]:
-    from grpo_fast.models.generation import choose_engine, use_engine
+    from grpo_fast.models.cpu_speed import use_engine
+    from grpo_fast.models.generation import choose_engine
 
     recipe, extra = SHAPES[shape]
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,9 @@ Measured figures are in ``benchmarks/bench_trainer.py`` (``--compare choices``: 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -254,3 +256,25 @@ def busy_aware_threads(cores: int | None = None, busy: float | None = None) -> i
     cores = cores or os.cpu_count() or 1
     busy = busy_cores() if busy is None else busy
     return max(1, min(cores, round(cores - busy)))
+
+
+@contextlib.contextmanager
+def use_engine(trainer: Any, engine: str) -> Iterator[None]:
+    """One of ``generation.ENGINES`` for the duration (the benchmark alternates them on one trainer)."""
+    from grpo_fast.models.generation import set_engine
+
+    model = trainer.model
+    own = model.__dict__.get("generate")
+    set_engine(trainer, "generate" if engine in ("trl", "kit") else engine)
+    if engine == "kit":
+        shared_prompt_prefill(model)
+        if not merged_lora_generation(model):
+            raise ValueError("the kit's engine needs a plain-LoRA model")
+    try:
+        yield
+    finally:
+        if own is None:
+            model.__dict__.pop("generate", None)
+        else:
+            model.generate = own
+        set_engine(trainer, "generate")

@@ -13,8 +13,6 @@ same order). ``auto`` picks the fastest by the measurements below; the run print
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from grpo_fast.models.cpu_choice import Choice
@@ -63,25 +61,3 @@ def set_engine(trainer: Any, engine: str) -> None:
         from transformers.generation import ContinuousBatchingConfig
 
         trainer.continuous_batching_config = ContinuousBatchingConfig(max_memory_percent=0.5)  # TRL's default
-
-
-@contextlib.contextmanager
-def use_engine(trainer: Any, engine: str) -> Iterator[None]:
-    """One of ``ENGINES`` for the duration (the benchmark alternates them on one trainer)."""
-    from grpo_fast.models.cpu_speed import merged_lora_generation, shared_prompt_prefill
-
-    model = trainer.model
-    own = model.__dict__.get("generate")
-    set_engine(trainer, "generate" if engine in ("trl", "kit") else engine)
-    if engine == "kit":
-        shared_prompt_prefill(model)
-        if not merged_lora_generation(model):
-            raise ValueError("the kit's engine needs a plain-LoRA model")
-    try:
-        yield
-    finally:
-        if own is None:
-            model.__dict__.pop("generate", None)
-        else:
-            model.generate = own
-        set_engine(trainer, "generate")
