@@ -40,7 +40,8 @@ def test_tiny_model_trains_and_writes_run_dir(tiny_model_dir, in_tmp):
     result = train(cfg)
     assert result.summary["steps"] == 2 and result.path.parent.name == "runs"
     chosen = {c["key"]: c for c in result.summary["cpu_choices"]["choices"]}  # the cpu profile's auto, decided
-    assert set(chosen) == {"cpu_threads", "cpu_autocast_training", "shared_prefill", "merged_generation"}
+    assert set(chosen) == {"cpu_threads", "cpu_autocast_training", "shared_prefill", "merged_generation", "generation"}
+    assert chosen["generation"]["value"] == "generate" and "measured" in chosen["generation"]["why"]
     assert isinstance(chosen["cpu_autocast_training"]["value"], bool) and "probe" in chosen["cpu_autocast_training"][
         "why"] and chosen["shared_prefill"]["value"] is True
     assert chosen["cpu_autocast_training"]["line"] in (result.path / "report.html").read_text()
@@ -57,7 +58,7 @@ def test_dry_run_loads_no_weights_and_writes_nothing(tiny_model_dir, in_tmp, mon
     monkeypatch.setattr(models, "load_model", boom)
     monkeypatch.setattr(models, "embedded_model_dir", boom)
     prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
-    assert any("gold self-test: 32/32" in line for line in prep.report)
+    assert any(line.startswith("gold self-test (all ") and "every reference gets full" in line for line in prep.report)
     assert any(line.startswith("memory plan") for line in prep.report)
     assert not (in_tmp / "runs").exists()
 
