@@ -35,7 +35,8 @@ def run_dir(tmp_path_factory) -> Path:
                 "per_device_train_batch_size=4", "max_completion_length=8", "learning_rate=0.05",
                 "evaluate=false", f"run_dir={out}", REWARDS)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "GRPO_FAST_VLLM_CPU=1" in proc.stderr  # the backend line says vLLM generates, on CPU, by opt-in
+    backend = [line for line in proc.stdout.splitlines() if line.startswith("backend: ")]
+    assert len(backend) == 1 and "GRPO_FAST_VLLM_CPU=1" in backend[0], proc.stdout  # vLLM on CPU, by opt-in, once
     return out
 
 
