@@ -89,7 +89,8 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             os.dup2(target + 100, target)
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
+        isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2,
+                                  keyring=KERNEL.seccomp is None)
         KERNEL.seal()
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
@@ -133,7 +134,8 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.dup2(chan, 4)
         os.closerange(5, 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
+        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5,
+                                  keyring=KERNEL.seccomp is None)
         isolation.set_nondumpable()
         KERNEL.seal()
         enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)
