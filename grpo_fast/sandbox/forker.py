@@ -46,9 +46,12 @@ class Kernel:
             self.slots.join(slot, judge)
 
     def seal(self) -> None:
-        """After the job's own set-up (mounts, uid, keyring), before its code: the seccomp filter."""
+        """After the job's set-up (mounts, uid), before its code: the seccomp filter, which denies every key call;
+        only where it is refused a fresh session keyring (its release walks all the host's keys: docs/sandbox.md)."""
         if self.seccomp is not None:
             self.seccomp.install()
+        else:
+            limits.new_session_keyring()
 
 
 KERNEL = Kernel()  # set once by ``main``, before the template forks anything
@@ -89,8 +92,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             os.dup2(target + 100, target)
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2,
-                                  keyring=KERNEL.seccomp is None)
+        isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
         KERNEL.seal()
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
@@ -134,8 +136,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.dup2(chan, 4)
         os.closerange(5, 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5,
-                                  keyring=KERNEL.seccomp is None)
+        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
         KERNEL.seal()
         enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)

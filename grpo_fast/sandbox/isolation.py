@@ -316,13 +316,9 @@ def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()
     return workdir
 
 
-def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = limits.NPROC,
-                    keyring: bool = True) -> None:
+def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = limits.NPROC) -> None:
     """Rlimits (``limits``), then (when root) no supplementary groups and an unprivileged uid; no_new_privs in
     every case. ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
-    ``keyring``: a fresh session keyring, needed only where no seccomp filter denies the key calls; where one does,
-    the keyring's allocation and the kernel's key collection it sets off per process are skipped (~18% of a warm
-    HumanEval batch on a host holding many keys, bench_sandbox).
     """
     limits.set_rlimits(memory_mb, cpu_s)
     if level != "rlimits-only":
@@ -335,8 +331,6 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
         set_no_new_privs()
     if level != "rlimits-only":
         os.setresuid(uid, uid, uid)
-    if keyring:
-        limits.new_session_keyring()
     set_pdeathsig()
 
 
