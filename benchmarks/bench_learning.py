@@ -3,12 +3,13 @@
 against off.
 
 Each run saves its adapter every ``--every`` steps; afterwards every checkpoint (and the base model, at 0 s) is
-scored greedily on the demo's held-out questions (the judge ``sum_correct``: the reply's first number is the
-sum). Both arms train at the same time, so each sees the same machine load; the plain arm stops when the kit
-arm ends (or after ``--budget`` seconds of steps). The clock is TRL's own ``step_time`` summed over the steps
-(generation, scoring and the optimiser step; not model loading, checkpoint saving or this evaluation), the same
-measure for both arms. The headline: the time the first arm needs to reach the second arm's final accuracy,
-over the second arm's whole run (and, beside it, over the second arm's own time to reach it).
+scored greedily on the demo's held-out questions (the judge ``sum_correct``: the reply's first number is the sum).
+Both arms start at the same time, so they share the machine's load; the plain arm stops when the kit arm ends, or,
+given ``--budget``, after that many seconds of steps (alone once the kit arm is done). The clock is TRL's own
+``step_time`` summed over the steps (generation, scoring and the optimiser step; not model loading, checkpoint
+saving or this evaluation), the same measure for both arms. The headline: the time the first arm needs to reach the
+second arm's final accuracy, over the second arm's whole run (and, beside it, over the second arm's own time to
+reach it).
 
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --seeds 0            # kit vs plain TRL
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --compare dynamic_sampling --seeds 0
