@@ -13,6 +13,11 @@ reach it).
 
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --seeds 0            # kit vs plain TRL
     nice -n 10 .venv/bin/python benchmarks/bench_learning.py --compare dynamic_sampling --seeds 0
+    nice -n 10 .venv/bin/python benchmarks/bench_learning.py --compare dynamic_sampling --task tool_math --seeds 0
+
+Dynamic sampling's two arms train at once on one core each (``cpu_threads=1``). tool_math runs
+recipes/tool_math_short_warmup.yaml whole and is scored by the kit's own end-of-run evaluation (its tool loop on the
+held-out questions): two points per arm, the base model and the trained one.
 
 Results: benchmarks/results/learning_<compare>.json (raw points, CPU, load) and a .png of accuracy vs time.
 """
@@ -31,6 +36,7 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
+TOOL_MATH = ROOT.parent / "recipes" / "tool_math_short_warmup.yaml"
 EVAL_TOKENS = 32
 """Greedy tokens per held-out answer: a sum is at most three characters; 32 leaves room for an equation."""
 
@@ -42,14 +48,25 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(), "python": platform.python_version()}
 
 
-def kit_run(out: Path, seed: int, every: int, overrides: list[str]) -> subprocess.Popen | None:
-    """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps (None: the run
-    is there already, finished)."""
+def kit_run(out: Path, seed: int, every: int, overrides: list[str], recipe: str = "demo") -> subprocess.Popen | None:
+    """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps; another recipe
+    runs whole, with its own end-of-run evaluation (None: the run is there already, finished)."""
     if (out / "summary.json").exists():
         return None
-    cmd = [sys.executable, "-m", "grpo_fast", "train", "demo", f"seed={seed}", f"run_dir={out}", "evaluate=false",
-           f"save_steps={every}", "save_total_limit=1000", *overrides]
+    own = ["evaluate=false", f"save_steps={every}", "save_total_limit=1000"] if recipe == "demo" else []
+    cmd = [sys.executable, "-m", "grpo_fast", "train", recipe, f"seed={seed}", f"run_dir={out}", *own, *overrides]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def end_points(run: Path) -> list[dict]:
+    """A whole run's two points: the base model at 0 s and the trained one after the GRPO steps' seconds, from
+    the kit's own evaluation (eval.json: tool_math's tool loop on its held-out questions)."""
+    evaluated = json.loads((run / "eval.json").read_text())
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [r for r in metrics if "reward" in r]  # GRPO steps; an SFT warm-up logs no reward
+    return [{"step": 0, "seconds": 0.0, "accuracy": evaluated["base"]["accuracy"]},
+            {"step": len(steps), "seconds": round(sum(r.get("step_time", 0.0) for r in steps), 1),
+             "accuracy": evaluated["trained"]["accuracy"]}]
 
 
 def plain_run(out: Path, seed: int, every: int, budget: float, until: Path) -> subprocess.Popen | None:
@@ -149,11 +166,18 @@ def headline(first: list[dict], second: list[dict]) -> dict:
     accuracy reached at 0 s) has no time to target; its whole run still has a cost."""
     target = second[-1]["accuracy"]
     a, b, whole = time_to(first, target), time_to(second, target), second[-1]["seconds"]
+    shorter = min(first[-1]["seconds"], whole)
     return {"target_accuracy": target, "first_s": a, "second_s": b, "second_total_s": whole,
             "ratio": round(a / whole, 3) if a is not None and whole else None,
             "ratio_to_target": round(a / b, 3) if a is not None and b else None,
             "base": [first[0]["accuracy"], second[0]["accuracy"]],
-            "final": [first[-1]["accuracy"], second[-1]["accuracy"]]}
+            "final": [first[-1]["accuracy"], second[-1]["accuracy"]],
+            "at_equal_time": [at_time(first, shorter), at_time(second, shorter)], "equal_time_s": shorter}
+
+
+def at_time(points: list[dict], seconds: float) -> float:
+    """Held-out accuracy of the last checkpoint within ``seconds`` of training."""
+    return [p for p in points if p["seconds"] <= seconds + 1e-6][-1]["accuracy"]
 
 
 def plot(arms: dict[str, list[list[dict]]], title: str, dest: Path) -> None:
@@ -176,6 +200,9 @@ def plot(arms: dict[str, list[list[dict]]], title: str, dest: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare", choices=["plain", "dynamic_sampling"], default="plain")
+    parser.add_argument("--task", choices=["demo", "tool_math"], default="demo",
+                        help="dynamic_sampling only: tool_math runs recipes/tool_math_short_warmup.yaml whole and "
+                             "compares its own end-of-run evaluation (two points per arm: base and trained)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--every", type=int, default=10, help="checkpoint (and evaluate) every this many steps")
     parser.add_argument("--steps", type=int, default=0, help="kit arms: max_steps (default: the demo's 60)")
@@ -186,6 +213,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--until", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.task != "demo" and args.compare != "dynamic_sampling":
+        parser.error("--task tool_math goes with --compare dynamic_sampling")
     if args.plain_run:
         plain_trl(Path(args.plain_run), args.seed, args.every, args.budget, Path(args.until) if args.until else None)
         return 0
@@ -200,22 +229,26 @@ def main() -> int:
             first, second = work / f"kit-{seed}", work / f"plain-{seed}"
             finish(kit_run(first, seed, args.every, steps),
                    plain_run(second, seed, args.every, args.budget, first / "summary.json"))
-            first = first / "checkpoints"
         else:
-            first, second = work / f"ds-on-{seed}", work / f"ds-off-{seed}"
-            finish(kit_run(first, seed, args.every, [*steps, "dynamic_sampling=true"]),
-                   kit_run(second, seed, args.every, [*steps, "dynamic_sampling=false"]))
-            first, second = first / "checkpoints", second / "checkpoints"
-        kit, other = curve(first, seed), curve(second, seed)
+            first, second = work / f"ds-{args.task}-on-{seed}", work / f"ds-{args.task}-off-{seed}"
+            recipe = "demo" if args.task == "demo" else str(TOOL_MATH)
+            # both at once, one core each: the same load for both, no threads waiting on a shared core
+            finish(kit_run(first, seed, args.every, [*steps, "cpu_threads=1", "dynamic_sampling=true"], recipe),
+                   kit_run(second, seed, args.every, [*steps, "cpu_threads=1", "dynamic_sampling=false"], recipe))
+        if args.task == "tool_math":
+            kit, other = end_points(first), end_points(second)
+        else:  # plain TRL keeps its checkpoints in its output_dir itself
+            kit = curve(first / "checkpoints", seed)
+            other = curve(second if args.compare == "plain" else second / "checkpoints", seed)
         record["seeds"][str(seed)] = {"points": [kit, other], "headline": headline(kit, other),
                                       "wall_s": round(time.time() - start, 1), "load_avg": os.getloadavg()}
         print(json.dumps({seed: record["seeds"][str(seed)]["headline"]}), flush=True)
     record["machine_end"] = machine()
     RESULTS.mkdir(exist_ok=True)
-    dest = RESULTS / f"learning_{args.compare}.json"
+    dest = RESULTS / f"learning_{args.compare}{'' if args.task == 'demo' else '_' + args.task}.json"
     dest.write_text(json.dumps(record, indent=2))
     plot({n: [s["points"][i] for s in record["seeds"].values()] for i, n in enumerate(names)},
-         f"demo, {record['machine_start']['cpu']}", dest.with_suffix(".png"))
+         f"{args.task}, {record['machine_start']['cpu']}", dest.with_suffix(".png"))
     print(f"wrote {dest}")
     return 0
 

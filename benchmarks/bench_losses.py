@@ -12,6 +12,9 @@ with beta > 0) and token entropy.
     nice -n 10 .venv/bin/python benchmarks/bench_losses.py --task demo --seeds 0 1 2
     nice -n 10 .venv/bin/python benchmarks/bench_losses.py --task tool_math --seeds 0 --only dapo grpo
 
+A probe first trains every variant for ``--probe`` GRPO steps and groups those whose updates coincide (equal
+gradient norm and reward at every step); one variant per group is then measured, for all of its members.
+
 Results: benchmarks/results/losses_<task>.json (raw, CPU, load); docs/training.md has the table.
 """
 
@@ -19,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import yaml
 from bench_learning import RESULTS, curve, finish, kit_run, machine
 
 ROOT = Path(__file__).resolve().parent
@@ -46,11 +50,53 @@ def loss_types() -> list[str]:
 
 
 def variants(only: list[str] | None) -> dict[str, list[str]]:
-    """Name -> overrides: each loss type (luspo with the sequence-level ratio TRL asks for) and GSPO."""
+    """Name -> overrides: each loss type (luspo with the sequence-level ratio TRL asks for), GSPO, and cispo with
+    the epsilon_high TRL's documentation recommends for it (5.0; its default, epsilon's 0.2, caps the weight)."""
     found = {name: [f"loss_type={name}"] + (["importance_sampling_level=sequence"] if name == "luspo" else [])
              for name in loss_types()}
     found["gspo"] = ["loss_type=grpo", "importance_sampling_level=sequence"]
+    found["cispo_eps5"] = ["loss_type=cispo", "epsilon_high=5.0"]
     return {k: v for k, v in found.items() if not only or k in only}
+
+
+def probe_run(task: str, work: Path, name: str, extra: list[str], steps: int) -> subprocess.Popen | None:
+    """``name``'s first ``steps`` GRPO steps, seed 0: the demo, or tool_math after its warm-up (the same for
+    every variant) with the GRPO stage cut to ``steps``."""
+    folder = work / f"probe-{task}-{name}"
+    if task == "demo":
+        return kit_run(folder, 0, steps, [*extra, f"max_steps={steps}"])
+    if (folder / "summary.json").exists():
+        return None
+    recipe = yaml.safe_load(TOOL_MATH.read_text())
+    recipe["stages"][-1]["max_steps"] = steps
+    short = work / f"probe-tool_math-{steps}steps.yaml"
+    work.mkdir(parents=True, exist_ok=True)
+    short.write_text(yaml.safe_dump(recipe))
+    return subprocess.Popen([sys.executable, "-m", "grpo_fast", "train", str(short), "seed=0", f"run_dir={folder}",
+                             "evaluate=false", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def same_updates(task: str, work: Path, overrides: dict[str, list[str]], steps: int, parallel: int) -> list[list[str]]:
+    """Variants grouped by their first ``steps`` GRPO updates: equal gradient norms and rewards at every step mean
+    equal gradients, so a group is trained once and its result stands for every member. On-policy (one
+    optimisation pass per generation) the importance ratio is exactly 1 and several losses coincide."""
+    names = list(overrides)
+    for i in range(0, len(names), parallel):
+        finish(*[probe_run(task, work, n, overrides[n], steps) for n in names[i:i + parallel]])
+    groups: list[tuple[list[tuple[float, float]], list[str]]] = []
+    for name in names:
+        metrics = (work / f"probe-{task}-{name}" / "metrics.jsonl").read_text().splitlines()
+        trace = [(r["grad_norm"], r["reward"]) for r in map(json.loads, filter(None, metrics))
+                 if "grad_norm" in r and "reward" in r]  # GRPO steps (an SFT warm-up logs no reward)
+        if len(trace) != steps:
+            raise SystemExit(f"probe of {name}: {len(trace)} GRPO steps logged, expected {steps}")
+        match = next((g for g in groups if all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
+                                              for x, y in zip(trace, g[0]) for a, b in zip(x, y))), None)
+        if match:
+            match[1].append(name)
+        else:
+            groups.append((trace, [name]))
+    return [members for _, members in groups]
 
 
 def tail(log: list[dict], key: str) -> float | None:
@@ -74,6 +120,7 @@ def demo_cell(work: Path, seed: int, overrides: dict[str, list[str]], steps: int
     for run in runs.values():
         within = [p for p in run["points"] if p["seconds"] <= budget + 1e-6]
         run["budget_s"], run["accuracy"] = budget, within[-1]["accuracy"]
+        run["final_accuracy"] = run["points"][-1]["accuracy"]  # equal steps: the same work whatever the load
     return runs
 
 
@@ -82,15 +129,35 @@ def tool_math_cell(work: Path, seed: int, overrides: dict[str, list[str]]) -> di
     runs = {}
     for name, extra in overrides.items():
         folder = work / f"tool_math-{name}-{seed}"
-        start = time.time()
-        subprocess.run([sys.executable, "-m", "grpo_fast", "train", str(TOOL_MATH), f"seed={seed}",
-                        f"run_dir={folder}", *extra], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not (folder / "eval.json").exists():  # a run finished earlier is read, not repeated
+            subprocess.run([sys.executable, "-m", "grpo_fast", "train", str(TOOL_MATH), f"seed={seed}",
+                            f"run_dir={folder}", *extra], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
         metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
         evaluated = json.loads((folder / "eval.json").read_text())
         runs[name] = {"accuracy": evaluated["trained"]["accuracy"], "base_accuracy": evaluated["base"]["accuracy"],
-                      "wall_s": round(time.time() - start, 1), "kl": tail(metrics, "kl"),
-                      "entropy": tail(metrics, "entropy")}
+                      "wall_s": json.loads((folder / "summary.json").read_text()).get("wall_s"),
+                      "seconds_of_steps": round(sum(r.get("step_time", 0.0) for r in metrics), 1),
+                      "kl": tail(metrics, "kl"), "entropy": tail(metrics, "entropy")}
     return runs
+
+
+def table(record: dict) -> str:
+    """The docs' table: one row per group of variants with the same updates, accuracy per seed and its mean."""
+    rows = ["| variants (same updates) | held-out accuracy per seed | mean | seconds of steps | entropy | KL |",
+            "|---|---|---|---|---|---|"]
+    groups = record.get("groups") or [[name] for name in record["variants"]]
+    for members in groups:
+        runs = [cell[members[0]] for cell in record["seeds"].values() if members[0] in cell]
+        if not runs:
+            continue
+        acc = [r["accuracy"] for r in runs]
+        secs = [r.get("budget_s") or r.get("seconds_of_steps") for r in runs]
+        rows.append(f"| {', '.join(f'`{m}`' for m in members)} | {' / '.join(f'{a:.3f}' for a in acc)} | "
+                    f"{statistics.fmean(acc):.3f} | {' / '.join(f'{s:.0f}' for s in secs if s)} | "
+                    f"{statistics.fmean(r['entropy'] for r in runs if r['entropy'] is not None):.3f} | "
+                    f"{'-' if all(r['kl'] is None for r in runs) else statistics.fmean(r['kl'] or 0 for r in runs)} |")
+    return "\n".join(rows)
 
 
 def main() -> int:
@@ -101,22 +168,34 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=60, help="demo: steps per run (the recipe's 60)")
     parser.add_argument("--every", type=int, default=10, help="demo: checkpoint every this many steps")
     parser.add_argument("--parallel", type=int, default=2, help="demo: variants trained at once (same load)")
+    parser.add_argument("--probe", type=int, default=3,
+                        help="first train every variant this many GRPO steps and measure once per group of "
+                             "variants whose updates coincide (0: measure every variant)")
     parser.add_argument("--work", default="runs/bench_losses")
+    parser.add_argument("--table", help="print the docs' table from this results JSON, and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     chosen = variants(args.only)
     record = {"task": args.task, "variants": chosen, "machine_start": machine(), "seeds": {}}
+    if args.probe:
+        record["groups"] = same_updates(args.task, Path(args.work), chosen, args.probe, args.parallel)
+        print(json.dumps({"same updates for the first steps": record["groups"]}), flush=True)
+        chosen = {members[0]: chosen[members[0]] for members in record["groups"]}
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "" if not args.only else "_" + "_".join(args.only)
+    suffix += f"_{args.steps}steps" if args.task == "demo" else ""
+    dest = RESULTS / f"losses_{args.task}{suffix}.json"
     for seed in args.seeds:
         work = Path(args.work)
         cell = demo_cell(work, seed, chosen, args.steps, args.every, args.parallel) if args.task == "demo" else \
             tool_math_cell(work, seed, chosen)
         record["seeds"][str(seed)] = cell
         print(json.dumps({seed: {k: (v["accuracy"], v["wall_s"]) for k, v in cell.items()}}), flush=True)
-    record["machine_end"] = machine()
-    RESULTS.mkdir(exist_ok=True)
-    suffix = "" if not args.only else "_" + "_".join(args.only)
-    suffix += f"_{args.steps}steps" if args.task == "demo" else ""
-    dest = RESULTS / f"losses_{args.task}{suffix}.json"
-    dest.write_text(json.dumps(record, indent=2))
+        record["machine_end"] = machine()
+        dest.write_text(json.dumps(record, indent=2))  # after every seed: a stopped run keeps what it measured
+    print(table(record))
     print(f"wrote {dest}")
     return 0
 
