@@ -58,6 +58,18 @@ def kit_run(out: Path, seed: int, every: int, overrides: list[str], recipe: str 
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def sampling_totals(run: Path) -> dict:
+    """What dynamic sampling did over a run (metrics.jsonl): groups dropped, extra completions, steps that found
+    no group with spread, and the mean share of uniform groups TRL logged."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if "reward" in r]
+    return {"steps": len(rows),
+            "groups_dropped": sum(r.get("dynamic_sampling/groups_dropped", 0) for r in rows),
+            "extra_generations": sum(r.get("dynamic_sampling/extra_generations", 0) for r in rows),
+            "steps_without_spread": sum(r.get("dynamic_sampling/effective_groups", 1) == 0 for r in rows),
+            "frac_reward_zero_std": round(sum(r.get("frac_reward_zero_std", 0) for r in rows) / max(1, len(rows)), 3)}
+
+
 def end_points(run: Path) -> list[dict]:
     """A whole run's two points: the base model at 0 s and the trained one after the GRPO steps' seconds, from
     the kit's own evaluation (eval.json: tool_math's tool loop on its held-out questions)."""
@@ -242,6 +254,8 @@ def main() -> int:
             other = curve(second if args.compare == "plain" else second / "checkpoints", seed)
         record["seeds"][str(seed)] = {"points": [kit, other], "headline": headline(kit, other),
                                       "wall_s": round(time.time() - start, 1), "load_avg": os.getloadavg()}
+        if args.compare == "dynamic_sampling":
+            record["seeds"][str(seed)]["sampling"] = [sampling_totals(first), sampling_totals(second)]
         print(json.dumps({seed: record["seeds"][str(seed)]["headline"]}), flush=True)
     record["machine_end"] = machine()
     RESULTS.mkdir(exist_ok=True)

@@ -90,7 +90,34 @@ def test_setting_auto_follows_measurement_and_bad_values_are_rejected():
     from grpo_fast.run.resolve import resolve_config
 
     assert wanted(True, "demo") and not wanted(False, "demo")
-    assert wanted("auto", "demo") == ("demo" in MEASURED_WINS)
+    assert wanted("auto", "demo") and "demo" in MEASURED_WINS  # measured better there (docs/training.md)
+    assert not wanted("auto", "code") and not wanted("auto", "demo", processes=2)
     assert resolve_config("demo", ["dynamic_sampling=true"]).dynamic_sampling is True
     with pytest.raises(UserError, match="dynamic_sampling"):
         resolve_config("demo", ["dynamic_sampling=sometimes"])
+
+
+def test_a_resumed_run_draws_the_refills_the_straight_run_drew(tmp_path):
+    """A sampler made at step 2 (a run resumed there) picks the same fresh prompts as one running since step 0."""
+    from grpo_fast.run import dynamic_sampling
+
+    rows = [f"{SAME} ({i})" for i in range(12)] + [f"{VARY} ({i})" for i in range(12)]
+    trainer = _trainer(tmp_path, rows)
+    trainer.model.train()
+    batch = [{"prompt": SAME}] * 4 + [{"prompt": VARY}] * 4
+
+    def refills(sampler, step):
+        asked = []
+        score = sampler.score
+        sampler.score = lambda inputs: asked.append([r["prompt"] for r in inputs]) or score(inputs)
+        trainer.state.global_step = step
+        sampler(batch)
+        sampler.score = score
+        return asked[1:]  # the first call scores the batch itself
+
+    straight = dynamic_sampling.DynamicSampler(trainer)
+    early = [refills(straight, step) for step in (0, 1)]
+    later = refills(straight, 2)
+    resumed = refills(dynamic_sampling.DynamicSampler(trainer), 2)
+    assert later and later == resumed
+    assert early[0] != early[1] or early[0] != later  # the draws move with the step

@@ -192,7 +192,7 @@ class RunConfig(_Section):
     dynamic_sampling: bool | Literal["auto"] = "auto"
     """Drop groups whose completions all scored the same (no advantage, no gradient) and refill the batch with
     groups of fresh prompts, generating at most one extra batch per step (DAPO's dynamic sampling; logged as
-    dynamic_sampling/*). `auto`: on only for recipes where it measured better (docs/training.md; none yet)."""
+    dynamic_sampling/*). `auto`: on only for recipes where it measured better (docs/training.md: the demo)."""
     stages: list[dict[str, Any]] | None = None
     """Stages run in order on one adapter, each a map of overrides (name, rewards, max_steps, learning_rate, ...);
     `sft: true` makes a stage a supervised warm-up on the gold answers (TRL's SFTTrainer)."""

@@ -61,6 +61,9 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     )
     if dynamic_sampling.wanted(cfg.dynamic_sampling, cfg.recipe, trainer.accelerator.num_processes):
         dynamic_sampling.install(trainer)
+        if cfg.dynamic_sampling == "auto":
+            print(f"dynamic_sampling: on (auto) — measured better on the {cfg.recipe} recipe (docs/training.md); "
+                  "dynamic_sampling: false turns it off", flush=True)
     return trainer, apply_speedups(trainer, cfg)
 
 
