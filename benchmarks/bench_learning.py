@@ -171,7 +171,7 @@ def time_to(points: list[dict], target: float) -> float | None:
     return next((p["seconds"] for p in points if p["accuracy"] >= target - 1e-9), None)
 
 
-def headline(first: list[dict], second: list[dict]) -> dict:
+def headline(first: list[dict], second: list[dict], curves: bool = True) -> dict:
     """Seconds the first arm needs to reach the second arm's final accuracy, against the second arm's whole run
     (``ratio``, the issue's measure: what the second arm's final model cost) and against the second arm's own
     first arrival at that accuracy (``ratio_to_target``). A second arm that never rose above its start (its final
@@ -184,7 +184,9 @@ def headline(first: list[dict], second: list[dict]) -> dict:
             "ratio_to_target": round(a / b, 3) if a is not None and b else None,
             "base": [first[0]["accuracy"], second[0]["accuracy"]],
             "final": [first[-1]["accuracy"], second[-1]["accuracy"]],
-            "at_equal_time": [at_time(first, shorter), at_time(second, shorter)], "equal_time_s": shorter}
+            # only with checkpoints along the way: an arm scored at its end alone has no accuracy mid-run
+            "at_equal_time": [at_time(first, shorter), at_time(second, shorter)] if curves else None,
+            "equal_time_s": shorter}
 
 
 def at_time(points: list[dict], seconds: float) -> float:
@@ -252,7 +254,8 @@ def main() -> int:
         else:  # plain TRL keeps its checkpoints in its output_dir itself
             kit = curve(first / "checkpoints", seed)
             other = curve(second if args.compare == "plain" else second / "checkpoints", seed)
-        record["seeds"][str(seed)] = {"points": [kit, other], "headline": headline(kit, other),
+        record["seeds"][str(seed)] = {"points": [kit, other],
+                                      "headline": headline(kit, other, curves=args.task == "demo"),
                                       "wall_s": round(time.time() - start, 1), "load_avg": os.getloadavg()}
         if args.compare == "dynamic_sampling":
             record["seeds"][str(seed)]["sampling"] = [sampling_totals(first), sampling_totals(second)]
