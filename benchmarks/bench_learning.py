@@ -51,18 +51,25 @@ def machine() -> dict:
 def kit_run(out: Path, seed: int, every: int, overrides: list[str], recipe: str = "demo") -> subprocess.Popen | None:
     """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps; another recipe
     runs whole, with its own end-of-run evaluation (None: the run is there already, finished)."""
-    if (out / "summary.json").exists():
+    evaluated = recipe != "demo" and "evaluate=false" not in overrides
+    if (out / ("eval.json" if evaluated else "summary.json")).exists():  # summary.json comes before the evaluation
         return None
     own = ["evaluate=false", f"save_steps={every}", "save_total_limit=1000"] if recipe == "demo" else []
     cmd = [sys.executable, "-m", "grpo_fast", "train", recipe, f"seed={seed}", f"run_dir={out}", *own, *overrides]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def grpo_steps(run: Path) -> list[dict]:
+    """A kit run's logged GRPO steps (metrics.jsonl; an SFT warm-up's steps log no reward)."""
+    from grpo_fast.rundir import read_jsonl
+
+    return [r for r in read_jsonl(run / "metrics.jsonl") if "reward" in r]
+
+
 def sampling_totals(run: Path) -> dict:
     """What dynamic sampling did over a run (metrics.jsonl): groups dropped, extra completions, steps that found
     no group with spread, and the mean share of uniform groups TRL logged."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if "reward" in r]
+    rows = grpo_steps(run)
     return {"steps": len(rows),
             "groups_dropped": sum(r.get("dynamic_sampling/groups_dropped", 0) for r in rows),
             "extra_generations": sum(r.get("dynamic_sampling/extra_generations", 0) for r in rows),
@@ -74,8 +81,7 @@ def end_points(run: Path) -> list[dict]:
     """A whole run's two points: the base model at 0 s and the trained one after the GRPO steps' seconds, from
     the kit's own evaluation (eval.json: tool_math's tool loop on its held-out questions)."""
     evaluated = json.loads((run / "eval.json").read_text())
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    steps = [r for r in metrics if "reward" in r]  # GRPO steps; an SFT warm-up logs no reward
+    steps = grpo_steps(run)
     return [{"step": 0, "seconds": 0.0, "accuracy": evaluated["base"]["accuracy"]},
             {"step": len(steps), "seconds": round(sum(r.get("step_time", 0.0) for r in steps), 1),
              "accuracy": evaluated["trained"]["accuracy"]}]

@@ -30,10 +30,9 @@ import sys
 from pathlib import Path
 
 import yaml
-from bench_learning import RESULTS, curve, finish, kit_run, machine
+from bench_learning import RESULTS, TOOL_MATH, curve, finish, grpo_steps, kit_run, machine
 
 ROOT = Path(__file__).resolve().parent
-TOOL_MATH = ROOT.parent / "recipes" / "tool_math_short_warmup.yaml"
 TAIL = 5
 """Steps at the end of a run whose KL and entropy are averaged."""
 
@@ -65,15 +64,12 @@ def probe_run(task: str, work: Path, name: str, extra: list[str], steps: int) ->
     folder = work / f"probe-{task}-{name}"
     if task == "demo":
         return kit_run(folder, 0, steps, [*extra, f"max_steps={steps}"])
-    if (folder / "summary.json").exists():
-        return None
     recipe = yaml.safe_load(TOOL_MATH.read_text())
     recipe["stages"][-1]["max_steps"] = steps
     short = work / f"probe-tool_math-{steps}steps.yaml"
     work.mkdir(parents=True, exist_ok=True)
     short.write_text(yaml.safe_dump(recipe))
-    return subprocess.Popen([sys.executable, "-m", "grpo_fast", "train", str(short), "seed=0", f"run_dir={folder}",
-                             "evaluate=false", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return kit_run(folder, 0, steps, ["evaluate=false", *extra], str(short))
 
 
 def same_updates(task: str, work: Path, overrides: dict[str, list[str]], steps: int, parallel: int) -> list[list[str]]:
@@ -85,9 +81,7 @@ def same_updates(task: str, work: Path, overrides: dict[str, list[str]], steps: 
         finish(*[probe_run(task, work, n, overrides[n], steps) for n in names[i:i + parallel]])
     groups: list[tuple[list[tuple[float, float]], list[str]]] = []
     for name in names:
-        metrics = (work / f"probe-{task}-{name}" / "metrics.jsonl").read_text().splitlines()
-        trace = [(r["grad_norm"], r["reward"]) for r in map(json.loads, filter(None, metrics))
-                 if "grad_norm" in r and "reward" in r]  # GRPO steps (an SFT warm-up logs no reward)
+        trace = [(r["grad_norm"], r["reward"]) for r in grpo_steps(work / f"probe-{task}-{name}")]
         if len(trace) != steps:
             raise SystemExit(f"probe of {name}: {len(trace)} GRPO steps logged, expected {steps}")
         match = next((g for g in groups if all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
@@ -129,11 +123,8 @@ def tool_math_cell(work: Path, seed: int, overrides: dict[str, list[str]]) -> di
     runs = {}
     for name, extra in overrides.items():
         folder = work / f"tool_math-{name}-{seed}"
-        if not (folder / "eval.json").exists():  # a run finished earlier is read, not repeated
-            subprocess.run([sys.executable, "-m", "grpo_fast", "train", str(TOOL_MATH), f"seed={seed}",
-                            f"run_dir={folder}", *extra], check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-        metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        finish(kit_run(folder, seed, 0, extra, str(TOOL_MATH)))  # a run finished earlier is read, not repeated
+        metrics = grpo_steps(folder)
         evaluated = json.loads((folder / "eval.json").read_text())
         runs[name] = {"accuracy": evaluated["trained"]["accuracy"], "base_accuracy": evaluated["base"]["accuracy"],
                       "wall_s": json.loads((folder / "summary.json").read_text()).get("wall_s"),
