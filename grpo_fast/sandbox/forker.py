@@ -46,7 +46,8 @@ class Kernel:
             self.slots.join(slot, judge)
 
     def seal(self) -> None:
-        """After the job's set-up (mounts, uid), before its code: the seccomp filter, which denies every key call;
+        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
+        part, which denies every key call, is inherited);
         only where it is refused a fresh session keyring (its release walks all the host's keys: docs/sandbox.md)."""
         if self.seccomp is not None:
             self.seccomp.install()
@@ -98,8 +99,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
         sys.argv = ["solution.py"]
-        real_cpus = os.cpu_count() or 1
-        os.cpu_count = lambda: min(real_cpus, limits.CPU_COUNT)  # pools sized to fit the process limit
+        os.cpu_count = lambda: JOB_CPU_COUNT  # pools sized to fit the process limit
         if not desc.get("packages", True):
             sys.path[:] = [p for p in sys.path if p not in site_dirs]
             for name, mod in list(sys.modules.items()):
@@ -164,6 +164,7 @@ def job_cpus(workers: int) -> list[int]:
     return cpus if workers >= len(cpus) else []
 
 
+JOB_CPU_COUNT = min(os.cpu_count() or 1, limits.CPU_COUNT)  # read once: in a job's mount namespace it costs a file read
 JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its own job only
 _environment_of = ""  # the working directory that os.environ was last set up for
 
@@ -187,12 +188,12 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
-         private_root: bool, workers: int, slot_cgroups: cgroups.Cgroups, seccomp: bytes | None) -> None:
+         private_root: bool, workers: int, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
     """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``.
-    ``slot_cgroups`` and ``seccomp`` (the compiled filter): the kernel layers the zygote found to hold."""
+    ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the kernel layers the zygote found to hold."""
     global KERNEL
     KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups) if slot_cgroups.slots else None,  # before the root is left
-                    limits.Seccomp(seccomp) if seccomp else None)
+                    limits.Seccomp(seccomp.job) if seccomp else None)
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
@@ -203,6 +204,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
         isolation.minimal_root(*root_view(site_dirs))
+    if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
+        limits.Seccomp(seccomp.template).install()
     if level == isolation.STRONGEST:  # every job runs in the same working directory: its environment is set here
         enter_environment(isolation.JOB_WORKDIR)
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on

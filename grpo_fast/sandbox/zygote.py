@@ -94,7 +94,7 @@ def _send(fd: int, obj: Any) -> None:
 
 class Zygote:
     def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool,
-                 slot_cgroups: cgroups.Cgroups, seccomp: bytes | None) -> None:
+                 slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
         self.level, self.workers, self.site_dirs = level, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
@@ -355,7 +355,7 @@ def main(argv: list[str]) -> None:
     level = isolation.detect_level(requested)
     warnings = []
     seccomp, why = limits.seccomp_filter()
-    why = why or (limits.Seccomp(seccomp).works() if seccomp else "")
+    why = why or (limits.filters_work(seccomp) if seccomp else "")
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
     # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
     # other cases -- slots sharing CPUs, or unpinned, or no filter.
