@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from grpo_fast.config import build_config
@@ -99,3 +101,15 @@ def test_yaml_no_stays_a_strategy_name():
 def test_unknown_profile_is_a_user_error():
     with pytest.raises(UserError, match="unknown profile 'fast'"):
         resolve_config("demo", ["profile=fast"])
+
+
+def test_cispo_without_epsilon_high_is_said_once_with_its_fix():
+    """TRL's default epsilon_high (= epsilon) caps every CISPO weight at 0.2: the run's report says so, and a
+    run that sets epsilon_high (or uses another loss) hears nothing about it."""
+    cispo = [n for n in resolve_config("demo", ["loss_type=cispo"]).notes if "cispo" in n]
+    assert len(cispo) == 1 and "epsilon_high: 5.0" in cispo[0] and "0.2" in cispo[0]
+    assert not [n for n in resolve_config("demo", ["loss_type=cispo", "epsilon_high=5.0"]).notes if "cispo" in n]
+    assert not [n for n in resolve_config("demo", ["loss_type=dapo"]).notes if "cispo" in n]
+    recipe = Path(__file__).resolve().parent.parent / "recipes" / "tool_math_short_warmup.yaml"
+    staged = [n for n in resolve_config(str(recipe), ["loss_type=cispo"]).notes if "cispo" in n]
+    assert staged and all(n.startswith("stage grpo:") for n in staged)  # the SFT warm-up has no GRPO loss

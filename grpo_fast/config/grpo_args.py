@@ -113,5 +113,18 @@ def check(build: Callable[[], Any], grpo: dict[str, Any], label: Callable[[str],
                         fix) from None
 
 
+def advice(grpo: dict[str, Any]) -> list[str]:
+    """Combinations TRL accepts as given but that do not do what their name promises (measured: docs/training.md),
+    each with its fix. Said once in the run's report; the values stay as the user set them."""
+    notes = []
+    if grpo.get("loss_type") == "cispo" and grpo.get("epsilon_high") is None:
+        eps = grpo.get("epsilon", 0.2)
+        notes.append(f"loss_type=cispo with epsilon_high unset: TRL caps each token's importance weight at "
+                     f"epsilon_high, which defaults to epsilon ({eps}), so every weight is {eps} instead of about 1 "
+                     "and each update shrinks as much; set epsilon_high: 5.0, as TRL's documentation recommends "
+                     "for CISPO")
+    return notes
+
+
 def type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")

@@ -13,6 +13,7 @@ import yaml
 
 from grpo_fast import models
 from grpo_fast.config import RunConfig, build_config, path_text
+from grpo_fast.config.grpo_args import advice
 from grpo_fast.errors import UserError
 from grpo_fast.models.plan import profile_for
 
@@ -156,6 +157,9 @@ def resolve_config(target: str | RunConfig | None = None,
     chosen = {k: v for k, v in settings.items() if flat.get(k) == v}
     if chosen:
         cfg.notes.append(f"profile {profile} ({why}): " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+    for stage in cfg.stage_list:
+        cfg.notes.extend(f"stage {stage.name}: {note}" if cfg.stages else note for note in advice(stage.cfg.grpo)
+                         if not stage.sft)
     return cfg
 
 
