@@ -144,7 +144,7 @@ def _rewards_check(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from grpo_fast.evaluate import evaluate_run, format_table
 
-    print(format_table(evaluate_run(args.run_dir, k=args.k)["comparison"]))
+    print(format_table(evaluate_run(args.run_dir, k=args.k, reuse_base=not args.fresh_base)["comparison"]))
     return 0
 
 
@@ -270,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="base vs trained on the run's held-out rows (writes eval.json)")
     evaluate.add_argument("run_dir", help="a run directory (runs/<recipe>-<time>) with a trained adapter")
     evaluate.add_argument("--k", type=int, default=None, help="k of pass@k (default: the run's eval_k)")
+    evaluate.add_argument("--fresh-base", action="store_true",
+                          help="evaluate the base model again, even where an identical evaluation is kept")
     evaluate.set_defaults(func=_eval)
 
     report = sub.add_parser("report", help="write the run's self-contained report.html")

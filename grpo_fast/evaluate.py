@@ -225,7 +225,7 @@ def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
 
 def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: int | None = None,
                  max_new_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 limit: int | None = None, batch_size: int | None = None) -> dict[str, Any]:
+                 limit: int | None = None, batch_size: int | None = None, reuse_base: bool = True) -> dict[str, Any]:
     """Evaluate the base model and the run's adapter on the run's held-out rows; write ``eval.json``.
 
         grpo_fast.evaluate("runs/demo-20261203-101500")          # or a Run from grpo_fast.train / load
@@ -235,7 +235,9 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     training never saw). Unset options default to the run's own settings (eval_k, max_completion_length,
     temperature, seed). ``batch_size``: prompts generated together (default 64 on CPU, where bigger batches
     amortise each decoding step's overhead, 16 on a GPU). On CPU the adapter is merged for the trained model's
-    generation when the run's ``merged_generation`` is on, as in training.
+    generation when the run's ``merged_generation`` is on, as in training. The base model's evaluation is kept
+    beside the run directories (``base_evaluation_file``) and reused by runs whose base, rows, rewards and
+    settings are the same (``reuse_base=False``: evaluate it again); eval.json then names the run it came from.
     """
     import torch
 
@@ -268,8 +270,17 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     model, tokenizer, base_view = load_for_eval(run)
     if environment is not None:
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
-    with base_view() as base_model:
-        base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
+    kept = base_evaluation_file(run, cfg, rows, settings, tokenizer, cfg.environment or recipe.environment)
+    reused = rundir.read_json(kept) if reuse_base else None
+    if reused and isinstance(reused.get("base"), dict):
+        base = reused["base"]
+        print(f"base model: the evaluation made for {reused['run']} is reused (same weights, rows, rewards and "
+              "settings)", flush=True)
+    else:
+        reused = None
+        with base_view() as base_model:
+            base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
+        rundir.write_json(kept, {"run": str(run.path), "base": base})
     # after the base's pass, which runs with the adapter off
     merged = bool(cfg.merged_generation) and not torch.cuda.is_available() and merged_lora_generation(model)
     trained = evaluate(model, tokenizer, rows, rewards, **settings)
@@ -279,9 +290,40 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     result = {
         "run_dir": str(run.path), "recipe": recipe.name, "metric": recipe.metric, "model": cfg.model,
         "settings": settings, "base": base, "trained": trained, "comparison": compare(base, trained),
+        **({"base_from": reused["run"]} if reused else {}),
     }
     rundir.write_json(run.path / EVAL_FILE, result)
     return result
+
+
+def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: dict[str, Any], tokenizer: Any,
+                         environment: Any) -> Path:
+    """Where the base model's evaluation under exactly these conditions is kept: ``.base_evals/`` beside the run
+    directories, named by a hash of everything the base's scores depend on (its weight files, the rows, the
+    recipe and rewards, the generation settings, the chat template, the library versions) and of nothing about
+    training, so runs that differ only in how they train share one base evaluation."""
+    import hashlib
+    import json
+
+    import torch
+    import transformers
+
+    import grpo_fast
+    from grpo_fast.models import resolve_model_path
+
+    path = Path(resolve_model_path(run.base_model))
+    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+    flat = cfg.to_dict()
+    parts = {
+        "weights": [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files],
+        "rows": rows, "settings": {k: v for k, v in settings.items() if k != "environment"},
+        "environment": str(environment), "template": tokenizer.chat_template,
+        "rewards": [flat.get(k) for k in ("recipe", "rewards", "reward_weights")],
+        "versions": [grpo_fast.__version__, torch.__version__, transformers.__version__,
+                     torch.cuda.is_available()],
+    }
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return run.path.parent / ".base_evals" / f"{digest}.json"
 
 
 make_callable(__name__, evaluate_run)

@@ -136,6 +136,43 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     assert [e["completion"] for e in result["trained"]["examples"]] == expected
 
 
+def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evaluation(tiny_model_dir, tmp_path):
+    """Runs that differ only in training (here: the adapter) share the base model's evaluation; a change of an
+    evaluation setting, or ``reuse_base=False``, evaluates the base again."""
+    import shutil
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])
+    rundir.write_yaml(first / "config.yaml", cfg.to_dict())
+    rundir.write_jsonl(first / rundir.HELDOUT, prepare(cfg, force=True).eval_rows)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    model.save_pretrained(first / "adapter")
+    shutil.copytree(first, second)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 1.0)
+    model.save_pretrained(second / "adapter")  # another training outcome, same base
+
+    made = evaluate_run(first, k=2)
+    assert "base_from" not in made
+    reused = evaluate_run(second, k=2)
+    assert reused["base_from"] == str(first) and reused["base"] == made["base"]
+    assert reused["trained"]["examples"] != made["trained"]["examples"]  # the trained side is always evaluated
+    assert json.loads((second / EVAL_FILE).read_text())["base_from"] == str(first)
+    assert "base_from" not in evaluate_run(second, k=1)  # another setting: another base evaluation
+    fresh = evaluate_run(second, k=2, reuse_base=False)
+    assert "base_from" not in fresh and fresh["base"] == made["base"]  # evaluated again, the same scores
+
+
 def test_evaluate_run_refuses_a_folder_that_is_not_a_run(tmp_path):
     with pytest.raises(UserError, match="not a grpo_fast run directory") as info:
         evaluate_run(tmp_path)
