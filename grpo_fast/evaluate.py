@@ -280,7 +280,10 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         reused = None
         with base_view() as base_model:
             base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
-        rundir.write_json(kept, {"run": str(run.path), "base": base})
+        try:
+            rundir.write_json(kept, {"run": str(run.path), "base": base})
+        except OSError:  # e.g. a read-only folder of runs: nothing kept, nothing lost
+            pass
     # after the base's pass, which runs with the adapter off
     merged = bool(cfg.merged_generation) and not torch.cuda.is_available() and merged_lora_generation(model)
     trained = evaluate(model, tokenizer, rows, rewards, **settings)
