@@ -282,7 +282,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
             base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
         try:
             rundir.write_json(kept, {"run": str(run.path), "base": base})
-        except OSError:  # e.g. a read-only folder of runs: nothing kept, nothing lost
+        except OSError:  # e.g. a read-only cache: nothing kept, nothing lost
             pass
     # after the base's pass, which runs with the adapter off
     merged = bool(cfg.merged_generation) and not torch.cuda.is_available() and merged_lora_generation(model)
@@ -301,10 +301,10 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
 
 def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: dict[str, Any], tokenizer: Any,
                          environment: Any) -> Path:
-    """Where the base model's evaluation under exactly these conditions is kept: ``.base_evals/`` beside the run
-    directories, named by a hash of everything the base's scores depend on (its weight files, the rows, the
-    recipe and rewards, the generation settings, the chat template, the library versions) and of nothing about
-    training, so runs that differ only in how they train share one base evaluation."""
+    """Where the base model's evaluation under exactly these conditions is kept: in the kit's cache
+    (``base_evals/``), named by a hash of everything the base's scores depend on (its weight files, the rows,
+    the recipe and rewards, the generation settings, the chat template, the library versions) and of nothing
+    about training, so runs that differ only in how they train share one base evaluation."""
     import hashlib
     import json
 
@@ -312,7 +312,7 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
     import transformers
 
     import grpo_fast
-    from grpo_fast.models import resolve_model_path
+    from grpo_fast.models import cache_dir, resolve_model_path
 
     path = Path(resolve_model_path(run.base_model))
     files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
@@ -326,7 +326,7 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
                      torch.cuda.is_available()],
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    return run.path.parent / ".base_evals" / f"{digest}.json"
+    return cache_dir() / "base_evals" / f"{digest}.json"
 
 
 make_callable(__name__, evaluate_run)

@@ -136,10 +136,13 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     assert [e["completion"] for e in result["trained"]["examples"]] == expected
 
 
-def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evaluation(tiny_model_dir, tmp_path):
+def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evaluation(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
     """Runs that differ only in training (here: the adapter) share the base model's evaluation; a change of an
     evaluation setting, or ``reuse_base=False``, evaluates the base again."""
     import shutil
+
+    monkeypatch.setenv("GRPO_FAST_CACHE", str(tmp_path / "cache"))  # nothing kept by other tests
 
     import torch
     from peft import LoraConfig, get_peft_model
