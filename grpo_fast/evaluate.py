@@ -236,7 +236,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     temperature, seed). ``batch_size``: prompts generated together (default 64 on CPU, where bigger batches
     amortise each decoding step's overhead, 16 on a GPU). On CPU the adapter is merged for the trained model's
     generation when the run's ``merged_generation`` is on, as in training. The base model's evaluation is kept
-    beside the run directories (``base_evaluation_file``) and reused by runs whose base, rows, rewards and
+    in the kit's cache (``base_evaluation_file``) and reused by runs whose base, rows, rewards and
     settings are the same (``reuse_base=False``: evaluate it again); eval.json then names the run it came from.
     """
     import torch

@@ -47,8 +47,8 @@ class Kernel:
 
     def seal(self) -> None:
         """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
-        part, which denies every key call, is inherited);
-        only where it is refused a fresh session keyring (its release walks all the host's keys: docs/sandbox.md)."""
+        part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its
+        release walks all the host's keys: docs/sandbox.md)."""
         if self.seccomp is not None:
             self.seccomp.install()
         else:
