@@ -51,12 +51,17 @@ def machine() -> dict:
 def kit_run(out: Path, seed: int, every: int, overrides: list[str], recipe: str = "demo") -> subprocess.Popen | None:
     """`grpo-fast train demo` in a fresh interpreter, keeping a checkpoint every ``every`` steps; another recipe
     runs whole, with its own end-of-run evaluation (None: the run is there already, finished)."""
-    evaluated = recipe != "demo" and "evaluate=false" not in overrides
-    if (out / ("eval.json" if evaluated else "summary.json")).exists():  # summary.json comes before the evaluation
+    if finished(out, recipe != "demo" and "evaluate=false" not in overrides):
         return None
     own = ["evaluate=false", f"save_steps={every}", "save_total_limit=1000"] if recipe == "demo" else []
     cmd = [sys.executable, "-m", "grpo_fast", "train", recipe, f"seed={seed}", f"run_dir={out}", *own, *overrides]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def finished(run: Path, evaluated: bool = False) -> bool:
+    """A run that is there already, finished: its evaluation written where it has one (summary.json comes
+    before the evaluation)."""
+    return (run / ("eval.json" if evaluated else "summary.json")).exists()
 
 
 def grpo_steps(run: Path) -> list[dict]:

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from bench_learning import RESULTS, TOOL_MATH, curve, finish, grpo_steps, kit_run, machine
+from bench_learning import RESULTS, TOOL_MATH, curve, finish, finished, grpo_steps, kit_run, machine
 
 ROOT = Path(__file__).resolve().parent
 TAIL = 5
@@ -164,12 +164,20 @@ def main() -> int:
                              "variants whose updates coincide (0: measure every variant)")
     parser.add_argument("--work", default="runs/bench_losses")
     parser.add_argument("--table", help="print the docs' table from this results JSON, and stop")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: write the results from the runs already finished under --work (a "
+                             "benchmark stopped part way); a seed holds the groups whose runs are done")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(Path(args.table).read_text())))
         return 0
     chosen = variants(args.only)
     record = {"task": args.task, "variants": chosen, "machine_start": machine(), "seeds": {}}
+    if args.collect:
+        record["collected_from_finished_runs"] = True
+        unfinished = [n for n in chosen if args.probe and not finished(Path(args.work) / f"probe-{args.task}-{n}")]
+        if unfinished:
+            raise SystemExit(f"--collect: the probes of {', '.join(unfinished)} are not finished")
     if args.probe:
         record["groups"] = same_updates(args.task, Path(args.work), chosen, args.probe, args.parallel)
         print(json.dumps({"same updates for the first steps": record["groups"]}), flush=True)
@@ -180,8 +188,12 @@ def main() -> int:
     dest = RESULTS / f"losses_{args.task}{suffix}.json"
     for seed in args.seeds:
         work = Path(args.work)
-        cell = demo_cell(work, seed, chosen, args.steps, args.every, args.parallel) if args.task == "demo" else \
-            tool_math_cell(work, seed, chosen)
+        done = {n: v for n, v in chosen.items() if not args.collect or finished(
+            work / (f"{n}-{seed}" if args.task == "demo" else f"tool_math-{n}-{seed}"), args.task != "demo")}
+        if not done:
+            continue
+        cell = demo_cell(work, seed, done, args.steps, args.every, args.parallel) if args.task == "demo" else \
+            tool_math_cell(work, seed, done)
         record["seeds"][str(seed)] = cell
         print(json.dumps({seed: {k: (v["accuracy"], v["wall_s"]) for k, v in cell.items()}}), flush=True)
         record["machine_end"] = machine()
