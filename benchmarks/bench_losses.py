@@ -148,6 +148,8 @@ def table(record: dict) -> str:
                     f"{statistics.fmean(acc):.3f} | {' / '.join(f'{s:.0f}' for s in secs if s)} | "
                     f"{statistics.fmean(r['entropy'] for r in runs if r['entropy'] is not None):.3f} | "
                     f"{'-' if all(r['kl'] is None for r in runs) else statistics.fmean(r['kl'] or 0 for r in runs)} |")
+    if record.get("partial_seeds"):
+        rows.append(f"\nSeeds {', '.join(map(str, record['partial_seeds']))} stopped part way: not every group ran.")
     return "\n".join(rows)
 
 
@@ -192,6 +194,8 @@ def main() -> int:
             work / (f"{n}-{seed}" if args.task == "demo" else f"tool_math-{n}-{seed}"), args.task != "demo")}
         if not done:
             continue
+        if len(done) < len(chosen):  # a seed stopped part way: its groups are fewer, a demo's budget other
+            record.setdefault("partial_seeds", []).append(seed)
         cell = demo_cell(work, seed, done, args.steps, args.every, args.parallel) if args.task == "demo" else \
             tool_math_cell(work, seed, done)
         record["seeds"][str(seed)] = cell

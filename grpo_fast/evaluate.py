@@ -271,7 +271,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     if environment is not None:
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
     kept = base_evaluation_file(run, cfg, rows, settings, tokenizer, cfg.environment or recipe.environment)
-    reused = rundir.read_json(kept) if reuse_base else None
+    reused = rundir.read_json(kept) if reuse_base and kept else None
     if reused and isinstance(reused.get("base"), dict):
         base = reused["base"]
         print(f"base model: the evaluation made for {reused['run']} is reused (same weights, rows, rewards and "
@@ -281,7 +281,8 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         with base_view() as base_model:
             base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
         try:
-            rundir.write_json(kept, {"run": str(run.path), "base": base})
+            if kept:
+                rundir.write_json(kept, {"run": str(run.path), "base": base})
         except OSError:  # e.g. a read-only cache: nothing kept, nothing lost
             pass
     # after the base's pass, which runs with the adapter off
@@ -300,33 +301,72 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
 
 
 def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: dict[str, Any], tokenizer: Any,
-                         environment: Any) -> Path:
+                         environment: Any) -> Path | None:
     """Where the base model's evaluation under exactly these conditions is kept: in the kit's cache
-    (``base_evals/``), named by a hash of everything the base's scores depend on (its weight files, the rows,
-    the recipe and rewards, the generation settings, the chat template, the library versions) and of nothing
-    about training, so runs that differ only in how they train share one base evaluation."""
+    (``base_evals/``), named by a hash of everything the base's scores depend on and of nothing about training, so
+    runs that differ only in how they train share one base evaluation. In the hash: the base's weight files, the
+    rows, the recipe and rewards with the source of every module they name (the kit's own included), the generation
+    settings, the tokenizer, the device and the library versions. None (nothing kept) where the weights cannot be
+    fingerprinted, e.g. a hub model not in the local cache."""
     import hashlib
     import json
 
+    import peft
     import torch
     import transformers
 
-    import grpo_fast
-    from grpo_fast.models import cache_dir, resolve_model_path
-
-    path = Path(resolve_model_path(run.base_model))
-    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
     flat = cfg.to_dict()
+    try:
+        weights = _weight_files(str(run.base_model))
+        sources = _sources([flat.get("rewards"), flat.get("environment"), str(environment)])
+    except Exception:  # noqa: BLE001 - a key that cannot be made only means the base is evaluated
+        return None
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     parts = {
-        "weights": [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files],
-        "rows": rows, "settings": {k: v for k, v in settings.items() if k != "environment"},
-        "environment": str(environment), "template": tokenizer.chat_template,
+        "weights": weights, "sources": sources, "rows": rows,
+        "settings": {k: v for k, v in settings.items() if k != "environment"}, "environment": str(environment),
         "rewards": [flat.get(k) for k in ("recipe", "rewards", "reward_weights")],
-        "versions": [grpo_fast.__version__, torch.__version__, transformers.__version__,
-                     torch.cuda.is_available()],
+        "tokenizer": [tokenizer.chat_template, len(tokenizer), tokenizer.special_tokens_map,
+                      sorted(tokenizer.get_added_vocab().items()), tokenizer.padding_side],
+        "versions": [torch.__version__, transformers.__version__, peft.__version__, device],
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    from grpo_fast.models import cache_dir
+
     return cache_dir() / "base_evals" / f"{digest}.json"
+
+
+def _weight_files(model: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime) of the base model's files: a local folder or file, or a hub model's cached snapshot
+    (its folder names the commit)."""
+    from grpo_fast.models import resolve_model_path
+
+    path = Path(resolve_model_path(model))
+    if not path.exists():
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(model, local_files_only=True))
+    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
+def _sources(references: list[Any]) -> list[tuple[str, str]]:
+    """A content hash of every Python file the references name (``file.py:name`` or ``module:name``), and of the
+    kit's own source, so an edited reward or environment is never scored with another one's base results."""
+    import hashlib
+    import importlib.util
+    import re
+
+    files = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    for text in re.findall(r"([\w./-]+?)(\.py)?:\w+", " ".join(map(str, references))):
+        name, is_file = text
+        if is_file:
+            files.append(Path(name + ".py").resolve())
+        elif "." in name or name.isidentifier():
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                files.append(Path(spec.origin))
+    return [(str(f), hashlib.sha256(f.read_bytes()).hexdigest()) for f in dict.fromkeys(files) if f.is_file()]
 
 
 make_callable(__name__, evaluate_run)

@@ -176,6 +176,34 @@ def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evalu
     assert "base_from" not in fresh and fresh["base"] == made["base"]  # evaluated again, the same scores
 
 
+def test_the_kept_base_evaluation_follows_the_reward_source_and_skips_unknown_weights(tiny_model_dir, tmp_path,
+                                                                                     monkeypatch):
+    """An edited reward file is another reward: its base results are not reused. A hub model that is not in the
+    local cache cannot be fingerprinted: nothing is kept for it (and evaluation does not fail on it)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from grpo_fast.evaluate import base_evaluation_file
+    from grpo_fast.run.resolve import resolve_config
+
+    monkeypatch.setenv("GRPO_FAST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    reward = tmp_path / "my_rewards.py"
+    reward.write_text("def brevity(completions, **kw):\n    return [1.0 for _ in completions]\n")
+    cfg = resolve_config("demo", {"model": str(tiny_model_dir), "rewards": [{"name": f"{reward}:brevity"}]})
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    run = SimpleNamespace(base_model=str(tiny_model_dir), path=tmp_path / "run")
+    rows, settings = [{"prompt": "1+1?", "answer": "2"}], {"k": 1, "n": 1, "max_new_tokens": 4}
+    before = base_evaluation_file(run, cfg, rows, settings, tok, None)
+    assert before == base_evaluation_file(run, cfg, rows, settings, tok, None)  # stable
+    reward.write_text("def brevity(completions, **kw):\n    return [0.0 for _ in completions]\n")
+    assert base_evaluation_file(run, cfg, rows, settings, tok, None) not in (None, before)
+    assert base_evaluation_file(run, cfg, [*rows, rows[0]], settings, tok, None) != before
+    hub = SimpleNamespace(base_model="nobody-here/not-a-cached-model", path=tmp_path / "run")
+    assert base_evaluation_file(hub, cfg, rows, settings, tok, None) is None
+
+
 def test_evaluate_run_refuses_a_folder_that_is_not_a_run(tmp_path):
     with pytest.raises(UserError, match="not a grpo_fast run directory") as info:
         evaluate_run(tmp_path)

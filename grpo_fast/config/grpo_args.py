@@ -117,8 +117,8 @@ def advice(grpo: dict[str, Any]) -> list[str]:
     """Combinations TRL accepts as given but that do not do what their name promises (measured: docs/training.md),
     each with its fix. Said once in the run's report; the values stay as the user set them."""
     notes = []
-    if grpo.get("loss_type") == "cispo" and grpo.get("epsilon_high") is None:
-        eps = grpo.get("epsilon", 0.2)
+    eps = grpo.get("epsilon", 0.2)
+    if grpo.get("loss_type") == "cispo" and grpo.get("epsilon_high") is None and eps < 1:
         notes.append(f"loss_type=cispo with epsilon_high unset: TRL caps each token's importance weight at "
                      f"epsilon_high, which defaults to epsilon ({eps}), so every weight is {eps} instead of about 1 "
                      "and each update shrinks as much; set epsilon_high: 5.0, as TRL's documentation recommends "
