@@ -149,7 +149,9 @@ def table(record: dict) -> str:
                     f"{statistics.fmean(r['entropy'] for r in runs if r['entropy'] is not None):.3f} | "
                     f"{'-' if all(r['kl'] is None for r in runs) else statistics.fmean(r['kl'] or 0 for r in runs)} |")
     if record.get("partial_seeds"):
-        rows.append(f"\nSeeds {', '.join(map(str, record['partial_seeds']))} stopped part way: not every group ran.")
+        partial = record["partial_seeds"]
+        rows.append(f"\nSeed{'s' * (len(partial) > 1)} {', '.join(map(str, partial))} stopped part way: not every "
+                    "group ran.")
     return "\n".join(rows)
 
 
