@@ -58,10 +58,17 @@ def variants(only: list[str] | None) -> dict[str, list[str]]:
     return {k: v for k, v in found.items() if not only or k in only}
 
 
+def run_folder(work: Path, task: str, name: str, seed: int | None = None) -> Path:
+    """Where a variant's run lives under ``work``: its probe (``seed`` None) or its measured run on ``seed``."""
+    if seed is None:
+        return work / f"probe-{task}-{name}"
+    return work / (f"{name}-{seed}" if task == "demo" else f"tool_math-{name}-{seed}")
+
+
 def probe_run(task: str, work: Path, name: str, extra: list[str], steps: int) -> subprocess.Popen | None:
     """``name``'s first ``steps`` GRPO steps, seed 0: the demo, or tool_math after its warm-up (the same for
     every variant) with the GRPO stage cut to ``steps``."""
-    folder = work / f"probe-{task}-{name}"
+    folder = run_folder(work, task, name)
     if task == "demo":
         return kit_run(folder, 0, steps, [*extra, f"max_steps={steps}"])
     recipe = yaml.safe_load(TOOL_MATH.read_text())
@@ -81,7 +88,7 @@ def same_updates(task: str, work: Path, overrides: dict[str, list[str]], steps: 
         finish(*[probe_run(task, work, n, overrides[n], steps) for n in names[i:i + parallel]])
     groups: list[tuple[list[tuple[float, float]], list[str]]] = []
     for name in names:
-        trace = [(r["grad_norm"], r["reward"]) for r in grpo_steps(work / f"probe-{task}-{name}")]
+        trace = [(r["grad_norm"], r["reward"]) for r in grpo_steps(run_folder(work, task, name))]
         if len(trace) != steps:
             raise SystemExit(f"probe of {name}: {len(trace)} GRPO steps logged, expected {steps}")
         match = next((g for g in groups if all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
@@ -103,9 +110,10 @@ def demo_cell(work: Path, seed: int, overrides: dict[str, list[str]], steps: int
     runs, names = {}, list(overrides)
     for i in range(0, len(names), parallel):
         pair = names[i:i + parallel]
-        finish(*[kit_run(work / f"{n}-{seed}", seed, every, [*overrides[n], f"max_steps={steps}"]) for n in pair])
+        finish(*[kit_run(run_folder(work, "demo", n, seed), seed, every, [*overrides[n], f"max_steps={steps}"])
+                 for n in pair])
     for name in names:
-        folder = work / f"{name}-{seed}"
+        folder = run_folder(work, "demo", name, seed)
         log = json.loads((folder / "checkpoints" / f"checkpoint-{steps}" / "trainer_state.json").read_text())
         runs[name] = {"points": curve(folder / "checkpoints", seed), "kl": tail(log["log_history"], "kl"),
                       "entropy": tail(log["log_history"], "entropy"),
@@ -122,7 +130,7 @@ def tool_math_cell(work: Path, seed: int, overrides: dict[str, list[str]]) -> di
     """Every variant on one seed through the kit, with its own end-of-run evaluation (base vs trained)."""
     runs = {}
     for name, extra in overrides.items():
-        folder = work / f"tool_math-{name}-{seed}"
+        folder = run_folder(work, "tool_math", name, seed)
         finish(kit_run(folder, seed, 0, extra, str(TOOL_MATH)))  # a run finished earlier is read, not repeated
         metrics = grpo_steps(folder)
         evaluated = json.loads((folder / "eval.json").read_text())
@@ -179,7 +187,7 @@ def main() -> int:
     record = {"task": args.task, "variants": chosen, "machine_start": machine(), "seeds": {}}
     if args.collect:
         record["collected_from_finished_runs"] = True
-        unfinished = [n for n in chosen if args.probe and not finished(Path(args.work) / f"probe-{args.task}-{n}")]
+        unfinished = [n for n in chosen if args.probe and not finished(run_folder(Path(args.work), args.task, n))]
         if unfinished:
             raise SystemExit(f"--collect: the probes of {', '.join(unfinished)} are not finished")
     if args.probe:
@@ -192,8 +200,8 @@ def main() -> int:
     dest = RESULTS / f"losses_{args.task}{suffix}.json"
     for seed in args.seeds:
         work = Path(args.work)
-        done = {n: v for n, v in chosen.items() if not args.collect or finished(
-            work / (f"{n}-{seed}" if args.task == "demo" else f"tool_math-{n}-{seed}"), args.task != "demo")}
+        done = {n: v for n, v in chosen.items()
+                if not args.collect or finished(run_folder(work, args.task, n, seed), args.task != "demo")}
         if not done:
             continue
         if len(done) < len(chosen):  # a seed stopped part way: its groups are fewer, a demo's budget other
