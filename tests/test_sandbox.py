@@ -179,6 +179,27 @@ def test_killing_the_parent_is_harmless() -> None:
     assert sb.default_sandbox().pid == zygote
 
 
+def test_a_dead_forker_ends_its_pool_and_the_next_call_starts_a_fresh_one() -> None:
+    """One forker per slot: if any of them dies, its slot could never start a job again, so the zygote exits at
+    once (instead of that slot's jobs waiting for their deadlines) and the next call brings up a whole new pool."""
+    box = sb.Sandbox(workers=2)
+    try:
+        assert box.run_many([sb.make_job("def f(x): return x + 1", ADD_ONE)])[0].fraction == 1.0
+        zygote = box.pid
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            forkers = [int(p) for p in f.read().split()]
+        assert len(forkers) == 2
+        os.kill(forkers[1], 9)
+        deadline = time.monotonic() + 10
+        while _alive(zygote) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(zygote)
+        results = box.run_many([sb.make_job("def f(x): return x + 1", ADD_ONE) for _ in range(4)])
+        assert [r.fraction for r in results] == [1.0] * 4 and box.pid != zygote
+    finally:
+        box.close()
+
+
 def _judge_pids() -> list[int]:
     """Judges run as uids 0x80000000 above the programs' range."""
     return _pids_with_uid(0xC0000000, 1 << 32)

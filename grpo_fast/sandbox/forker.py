@@ -1,7 +1,11 @@
-"""Job supervisor ("forker"): starts every program, and every job's judge, in fresh namespaces and ends them.
+"""Job supervisor ("forker"), one per worker slot: starts the slot's programs and judges in fresh namespaces and
+ends them.
 
 Forked from the zygote before any job exists, it never holds a program, a test or anyone's output; it is the clean
-template a judge is forked from. Per job it receives limits and five descriptors (the program's end of the verdict
+template a judge is forked from. Where each slot has a CPU of its own it runs there, so its jobs' processes are born
+on that CPU and the slot's set-up, reaping and forking never wait for the other slots' (one forker for all slots
+left the slot's CPU idle while it served another: 17-20% of a warm HumanEval batch's wall time). Per job it
+receives limits and five descriptors (the program's end of the verdict
 channel, its stdout and stderr, the judge's end of the channel, and the judge's line to the zygote), forks the judge
 and the program, each straight into new PID, mount, IPC and network namespaces under a uid of its own for this job,
 and reports the program's exit. Both are killed at the hard deadline, the program also shortly after the judge
@@ -78,7 +82,6 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter(int(desc["slot"]))
-        _share_cpu(desc)
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
@@ -126,7 +129,6 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter(int(desc["slot"]), judge=True)
-        _share_cpu(desc)
         workdir = "/" if private_root and not desc.get("scratch") else \
             isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -145,21 +147,10 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os._exit(1)
 
 
-def _share_cpu(desc: dict[str, Any]) -> None:
-    """A job's judge and program on one CPU (``desc["cpu"]``, where the pool has a worker per CPU): their
-    requests and replies then pass on one core, without waking another. A job gets one CPU's worth either way;
-    its threads and pools run, on that CPU."""
-    cpu = desc.get("cpu")
-    if cpu is not None:
-        try:
-            os.sched_setaffinity(0, {cpu})
-        except OSError:  # e.g. the CPU went offline: run anywhere
-            pass
-
-
 def job_cpus(workers: int) -> list[int]:
-    """The CPUs jobs are spread over, slot by slot; none (no pinning) when the pool has fewer workers than CPUs,
-    so that a job may use the CPUs nobody else does."""
+    """The CPUs slots are pinned to, one each; none (no pinning) when the pool has fewer workers than CPUs, so
+    that a job may use the CPUs nobody else does. A job's judge and program then share their slot's CPU: their
+    requests and replies pass on one core, without waking another; its threads and pools run, on that CPU."""
     cpus = sorted(os.sched_getaffinity(0))
     return cpus if workers >= len(cpus) else []
 
@@ -188,18 +179,24 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
-         private_root: bool, workers: int, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
-    """Serve ``run``/``stop`` messages from the zygote; write one exit report per program to ``report_fd``.
-    ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the kernel layers the zygote found to hold."""
+         private_root: bool, cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
+    """Serve the slot's ``run``/``stop`` messages from the zygote; write one exit report per program to
+    ``report_fd`` (shared by the slots' forkers: a report is one write, far below the size a pipe keeps whole).
+    ``cpu``: the slot's own CPU, or None. ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the
+    kernel layers the zygote found to hold."""
     global KERNEL
+    if cpu is not None:  # every process of the slot's jobs is born here; the filter keeps them here
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:  # e.g. the CPU went offline: run anywhere
+            pass
     KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups) if slot_cgroups.slots else None,  # before the root is left
                     limits.Seccomp(seccomp.job) if seccomp else None)
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
     pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
-    networks = isolation.JobNetworks(workers) if pidns is not None else None
-    cpus = job_cpus(workers)
+    networks = isolation.SlotNetwork() if pidns is not None else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
@@ -240,12 +237,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if desc.get("scratch") and pytest_run.preload():  # the first pytest file: pytest warm from here on
                     gc.collect(1)
                     gc.freeze()
-                if cpus:
-                    desc["cpu"] = cpus[int(desc["slot"]) % len(cpus)]
                 off = int(desc["id"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
-                    networks.enter(int(desc["slot"]))
+                    networks.next_job()
                 if KERNEL.slots is not None:
                     try:
                         KERNEL.slots.prepare(int(desc["slot"]), int(desc["memory_mb"]))

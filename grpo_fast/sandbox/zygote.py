@@ -2,12 +2,12 @@
 of a job itself.
 
     trainer ──pipe──> zygote (python -I -S, scrubbed env, empty network namespace, root or you)
-                       └─ forker (forked first: holds no program, test or output)
+                       └─ forker, one per slot (forked first: holds no program, test or output; on the slot's CPU)
                             ├──fork──> judge, per job (own uid, namespaces, read-only root; exits after its verdict)
                             └──fork──> program, per job  <──socketpair──> that judge
 
 Per job the zygote creates the judge-program socketpair, the program's stdout/stderr pipes and a line to the judge,
-gives the forker the limits and the descriptors, sends the job to the judge, reads the output, and merges the
+gives the slot's forker the limits and the descriptors, sends the job to the judge, reads the output, and merges the
 judge's verdict with the forker's exit report into one result for the trainer.
 """
 
@@ -104,26 +104,31 @@ class Zygote:
         self.running: dict[int, _Job] = {}
         self.reports = bytearray()
         self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
-        jobs_a, jobs_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        rep_r, rep_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the forker: forked now, before any job reaches this process
-            try:
-                jobs_a.close()
-                os.close(rep_r)
-                devnull = os.open(os.devnull, os.O_RDWR)
-                os.dup2(devnull, 0)
-                os.dup2(devnull, 1)
-                forker.main(jobs_b, rep_w, level, uid_bases, site_dirs, private_root, workers, slot_cgroups, seccomp)
-            except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
-                import traceback
+        rep_r, rep_w = os.pipe()  # every forker's exit reports
+        cpus = forker.job_cpus(workers)
+        self.forkers: list[socket.socket] = []  # slot -> the line to its forker (which only reads it: EOF = died)
+        for slot in range(workers):
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            if os.fork() == 0:  # a forker: forked now, before any job reaches this process
+                try:
+                    for line in (*self.forkers, ours):
+                        line.close()
+                    os.close(rep_r)
+                    devnull = os.open(os.devnull, os.O_RDWR)
+                    os.dup2(devnull, 0)
+                    os.dup2(devnull, 1)
+                    forker.main(theirs, rep_w, level, uid_bases, site_dirs, private_root,
+                                cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp)
+                except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
+                    import traceback
 
-                traceback.print_exc()
-            finally:
-                os._exit(1)
-        jobs_b.close()
+                    traceback.print_exc()
+                finally:
+                    os._exit(1)
+            theirs.close()
+            self.forkers.append(ours)
         os.close(rep_w)
-        self.forker, self.report_fd = jobs_a, rep_r
+        self.report_fd = rep_r
 
     def _start(self, spec: dict[str, Any], slot: int) -> None:
         if spec.get("kind") == "io":
@@ -145,7 +150,7 @@ class Zygote:
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
-        socket.send_fds(self.forker, [json.dumps(desc).encode()],
+        socket.send_fds(self.forkers[slot], [json.dumps(desc).encode()],
                         [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
         for fd in (out_w, err_w, load):
             os.close(fd)
@@ -191,7 +196,7 @@ class Zygote:
                 "check": checking, "cells": bool(spec.get("cells")), "memory_mb": spec["memory_mb"],
                 "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
-        socket.send_fds(self.forker, [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
+        socket.send_fds(self.forkers[slot], [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
         for fd in (stdin, source, out_w, err_w):
             os.close(fd)
 
@@ -216,7 +221,7 @@ class Zygote:
             job.judge = None
 
     def _stop(self, job: _Job) -> None:
-        self.forker.send(json.dumps({"op": "stop", "id": job.run_id}).encode())
+        self.forkers[job.slot].send(json.dumps({"op": "stop", "id": job.run_id}).encode())
 
     def _on_verdict(self, job: _Job) -> None:
         try:
@@ -306,7 +311,8 @@ class Zygote:
         while stdin_open or self.running or self.queue:
             while self.queue and self.free:
                 self._start(self.queue.pop(0), self.free.pop())
-            readers: dict[int, Any] = {self.report_fd: ("reports",)}
+            readers: dict[int, Any] = {line.fileno(): ("forker",) for line in self.forkers}
+            readers[self.report_fd] = ("reports",)
             if stdin_open:
                 readers[0] = ("stdin",)
             for job in self.running.values():
@@ -329,6 +335,8 @@ class Zygote:
                     self.queue.extend(json.loads(f) for f in _frames(inbuf))
                 elif what[0] == "reports":
                     self._on_reports()
+                elif what[0] == "forker":  # a forker never writes: readable means it is gone
+                    raise SystemExit("forker died")
                 elif what[0] == "verdict":
                     self._on_verdict(what[1])
                 else:
