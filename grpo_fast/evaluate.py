@@ -194,7 +194,8 @@ def format_table(table: list[dict[str, Any]]) -> str:
 def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
     """(model, tokenizer, base) where ``base`` is a context manager factory giving the base model's view.
 
-    LoRA runs load the base once and disable the adapter for the base side; full fine-tunes load both.
+    LoRA runs load the base once and disable the adapter for the base side; full fine-tunes load the base model
+    only when its view is entered (not at all when its evaluation is reused) and free it after.
     """
     import contextlib
 
@@ -219,8 +220,12 @@ def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
         model = PeftModel.from_pretrained(base, str(adapter)).to(device)
         return model, tokenizer, model.disable_adapter
     trained = AutoModelForCausalLM.from_pretrained(str(adapter), **kwargs).to(device)
-    base_model = AutoModelForCausalLM.from_pretrained(base_path, **kwargs).to(device)
-    return trained, tokenizer, lambda: contextlib.nullcontext(base_model)
+
+    @contextlib.contextmanager
+    def base_view() -> Any:
+        yield AutoModelForCausalLM.from_pretrained(base_path, **kwargs).to(device)
+
+    return trained, tokenizer, base_view
 
 
 def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: int | None = None,

@@ -176,6 +176,39 @@ def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evalu
     assert "base_from" not in fresh and fresh["base"] == made["base"]  # evaluated again, the same scores
 
 
+def test_a_full_fine_tune_is_evaluated_against_its_base_model(tiny_model_dir, tmp_path, monkeypatch):
+    """No adapter: the run's saved model is the trained side and the base model the base side (loaded only for
+    its own pass); a second evaluation reuses the base's."""
+    monkeypatch.setenv("GRPO_FAST_CACHE", str(tmp_path / "cache"))
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_fast.run.prepare import prepare
+    from grpo_fast.run.resolve import resolve_config
+
+    run = tmp_path / "run"
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4", "lora=false"])
+    rundir.write_yaml(run / "config.yaml", cfg.to_dict())
+    rows = prepare(cfg, force=True).eval_rows
+    rundir.write_jsonl(run / rundir.HELDOUT, rows)
+    tuned = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        for param in tuned.parameters():
+            param.add_(torch.randn_like(param) * 0.5)  # a trained-looking full fine-tune
+    tuned.save_pretrained(run / "adapter")
+
+    made = evaluate_run(run, k=2)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    prompts = [r["prompt"] for r in rows]
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert [e["completion"] for e in made["base"]["examples"]] == \
+        [g[0][0] for g in generate(plain, tok, prompts, max_new_tokens=4)]
+    assert [e["completion"] for e in made["trained"]["examples"]] == \
+        [g[0][0] for g in generate(tuned, tok, prompts, max_new_tokens=4)]
+    again = evaluate_run(run, k=2)
+    assert again["base_from"] == str(run) and again["base"] == made["base"] and again["trained"] == made["trained"]
+
+
 def test_the_kept_base_evaluation_follows_the_reward_source_and_skips_unknown_weights(tiny_model_dir, tmp_path,
                                                                                      monkeypatch):
     """An edited reward file is another reward: its base results are not reused. A hub model that is not in the
