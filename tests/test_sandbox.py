@@ -200,6 +200,26 @@ def test_a_dead_forker_ends_its_pool_and_the_next_call_starts_a_fresh_one() -> N
         box.close()
 
 
+def test_no_two_runs_share_a_uid_whatever_their_kind() -> None:
+    """Stdin test runs and call-based jobs of one pool take their uids from one count: a uid is what a weaker
+    level kills leftovers by, and what a process limit counts (ids alone collided: job 257 with the first stdin
+    run)."""
+    if sb.isolation_level() == "rlimits-only":
+        pytest.skip("every process runs as your uid at this level")
+    box = sb.Sandbox(workers=2)
+    try:
+        box.run_many([sb.make_job("x = 1", ["assert True"]) for _ in range(250)])
+        show = "import os\nprint(os.getuid())\n"
+        jobs = [sb.make_io_job(show, [""], ["not the uid"]) for _ in range(10)]
+        jobs += [sb.make_job(show + "def f(x): return x + 1", ADD_ONE) for _ in range(20)]
+        results = box.run_many(jobs)
+        uids = [int(r.stdout) for r in results]
+        assert [r.fraction for r in results] == [0.0] * 10 + [1.0] * 20
+        assert len(set(uids)) == len(uids) and os.getuid() not in uids
+    finally:
+        box.close()
+
+
 def _judge_pids() -> list[int]:
     """Judges run as uids 0x80000000 above the programs' range."""
     return _pids_with_uid(0xC0000000, 1 << 32)

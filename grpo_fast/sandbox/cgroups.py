@@ -181,7 +181,7 @@ def start_janitor(cgroups: Cgroups) -> None:
     trainer ends a pool by killing it: the pool cannot clean up after itself)."""
     if not cgroups.pools:
         return
-    r, w = os.pipe()  # the write end stays open in the zygote and the forker: EOF when both are gone
+    r, w = os.pipe()  # the write end stays open in the zygote and every forker: EOF when all are gone
     if os.fork() == 0:
         try:
             os.close(w)
@@ -203,54 +203,47 @@ def start_janitor(cgroups: Cgroups) -> None:
 
 
 class SlotLimits:
-    """The forker's side: descriptors onto every slot's cgroup files, opened before it leaves the host's
-    filesystem. ``join`` puts the calling process (a job's, still privileged) into its slot's cgroups;
-    ``prepare`` sets a slot's memory limit for its next job and resets its peak."""
+    """A slot's forker's side: descriptors onto its slot's cgroup files, opened before it leaves the host's
+    filesystem. ``join`` puts the calling process (a job's, still privileged) into the slot's cgroups;
+    ``prepare`` sets the slot's memory limit for its next job and resets its peak."""
 
-    def __init__(self, cgroups: Cgroups, controllers: tuple[str, ...] = CONTROLLERS) -> None:
-        self.procs: list[list[int]] = []  # slot -> cgroup.procs descriptors
-        self.judge_procs: list[list[int]] = []  # slot -> the ones a judge joins (CPU weight only)
-        self.memory: list[tuple[int, ...]] = []  # slot -> limit (+ swap limit) descriptors, peak descriptor
-        self.limit_mb: list[int] = []
-        n = len(next(iter(cgroups.slots.values()), []))
-        version = cgroups.versions.get("memory", 0)
-        for i in range(n):
-            self.procs.append([os.open(os.path.join(cgroups.slots[c][i], "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-                               for c in controllers if c in cgroups.slots])
-            self.judge_procs.append([os.open(os.path.join(cgroups.slots["cpu"][i], "cgroup.procs"),
-                                             os.O_WRONLY | os.O_CLOEXEC)] if "cpu" in cgroups.slots else [])
-            if version:
-                d = cgroups.slots["memory"][i]
-                limit, peak = (_V1_FILES if version == 1 else _V2_FILES)["memory"]
-                swap = os.path.join(d, "memory.memsw.limit_in_bytes" if version == 1 else "memory.swap.max")
-                fds = [os.open(os.path.join(d, limit), os.O_WRONLY | os.O_CLOEXEC)]
-                fds.append(os.open(swap, os.O_WRONLY | os.O_CLOEXEC) if os.path.exists(swap) else -1)
-                fds.append(os.open(os.path.join(d, peak), os.O_RDWR | os.O_CLOEXEC)
-                           if os.path.exists(os.path.join(d, peak)) else -1)
-                fds.append(os.open(os.path.join(d, "memory.stat"), os.O_RDONLY | os.O_CLOEXEC))
-                self.memory.append(tuple(fds))
-                self.limit_mb.append(1 << 40)  # unlimited when made
-        self.version = version
+    def __init__(self, cgroups: Cgroups, slot: int, controllers: tuple[str, ...] = CONTROLLERS) -> None:
+        self.procs = [os.open(os.path.join(cgroups.slots[c][slot], "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+                      for c in controllers if c in cgroups.slots]
+        self.judge_procs = [os.open(os.path.join(cgroups.slots["cpu"][slot], "cgroup.procs"),
+                                    os.O_WRONLY | os.O_CLOEXEC)] if "cpu" in cgroups.slots else []  # CPU weight only
+        self.memory: tuple[int, ...] = ()  # limit, swap limit, peak, stat descriptors (-1: the file is missing)
+        self.limit_mb = 1 << 40  # unlimited when made
+        self.version = version = cgroups.versions.get("memory", 0)
+        if version:
+            d = cgroups.slots["memory"][slot]
+            limit, peak = (_V1_FILES if version == 1 else _V2_FILES)["memory"]
+            swap = os.path.join(d, "memory.memsw.limit_in_bytes" if version == 1 else "memory.swap.max")
+            self.memory = (os.open(os.path.join(d, limit), os.O_WRONLY | os.O_CLOEXEC),
+                           os.open(swap, os.O_WRONLY | os.O_CLOEXEC) if os.path.exists(swap) else -1,
+                           os.open(os.path.join(d, peak), os.O_RDWR | os.O_CLOEXEC)
+                           if os.path.exists(os.path.join(d, peak)) else -1,
+                           os.open(os.path.join(d, "memory.stat"), os.O_RDONLY | os.O_CLOEXEC))
 
-    def prepare(self, slot: int, memory_mb: int) -> None:
+    def prepare(self, memory_mb: int) -> None:
         """Before the slot's next job: its memory limit (all its processes, shared memory and tmpfs included;
         no swap), its peak reset. Raises OSError where the kernel refuses."""
         if not self.memory:
             return
-        limit, swap, peak, stat = self.memory[slot]
+        limit, swap, peak, stat = self.memory
         self._settle(stat)
-        if self.limit_mb[slot] != memory_mb:
+        if self.limit_mb != memory_mb:
             value = str(memory_mb << 20).encode()
             if self.version == 1:  # memory+swap must stay >= memory: lowering, the memory limit goes first
                 order = [(limit, value), (swap, value)]
-                if memory_mb > self.limit_mb[slot]:
+                if memory_mb > self.limit_mb:
                     order.reverse()
             else:
                 order = [(limit, value), (swap, b"0")]
             for fd, text in order:
                 if fd >= 0:
                     os.pwrite(fd, text, 0)
-            self.limit_mb[slot] = memory_mb
+            self.limit_mb = memory_mb
         if peak >= 0:
             try:
                 os.pwrite(peak, b"0", 0)
@@ -266,15 +259,7 @@ class SlotLimits:
         while _shmem(stat) > 0 and time.monotonic() < deadline:
             time.sleep(0.001)
 
-    def join(self, slot: int, judge: bool = False) -> None:
+    def join(self, judge: bool = False) -> None:
         """This process (and all it will start) into the slot's cgroups: pid 0 means the writer itself."""
-        for fd in (self.judge_procs if judge else self.procs)[slot]:
+        for fd in self.judge_procs if judge else self.procs:
             os.pwrite(fd, b"0", 0)
-
-    def peak_bytes(self, slot: int) -> int | None:
-        if not self.memory or self.memory[slot][2] < 0:
-            return None
-        try:
-            return int(os.pread(self.memory[slot][2], 64, 0))
-        except (OSError, ValueError):
-            return None

@@ -5,7 +5,7 @@ Forked from the zygote before any job exists, it never holds a program, a test o
 template a judge is forked from. Where each slot has a CPU of its own it runs there, so its jobs' processes are born
 on that CPU and the slot's set-up, reaping and forking never wait for the other slots' (one forker for all slots
 left the slot's CPU idle while it served another: 17-20% of a warm HumanEval batch's wall time). Per job it
-receives limits and five descriptors (the program's end of the verdict
+receives limits and six descriptors (the program's end of the verdict
 channel, its stdout and stderr, the judge's end of the channel, and the judge's line to the zygote), forks the judge
 and the program, each straight into new PID, mount, IPC and network namespaces under a uid of its own for this job,
 and reports the program's exit. Both are killed at the hard deadline, the program also shortly after the judge
@@ -44,10 +44,10 @@ class Kernel:
     slots: cgroups.SlotLimits | None = None
     seccomp: limits.Seccomp | None = None
 
-    def enter(self, slot: int, judge: bool = False) -> None:
+    def enter(self, judge: bool = False) -> None:
         """Before anything of the job runs: into the slot's cgroups (the process is still privileged)."""
         if self.slots is not None:
-            self.slots.join(slot, judge)
+            self.slots.join(judge)
 
     def seal(self) -> None:
         """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
@@ -81,7 +81,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
-        KERNEL.enter(int(desc["slot"]))
+        KERNEL.enter()
         workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
@@ -128,7 +128,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
-        KERNEL.enter(int(desc["slot"]), judge=True)
+        KERNEL.enter(judge=True)
         workdir = "/" if private_root and not desc.get("scratch") else \
             isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -179,18 +179,16 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
-         private_root: bool, cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
-    """Serve the slot's ``run``/``stop`` messages from the zygote; write one exit report per program to
+         private_root: bool, slot: int, cpu: int | None, slot_cgroups: cgroups.Cgroups,
+         seccomp: limits.Filters | None) -> None:
+    """Serve slot ``slot``'s ``run``/``stop`` messages from the zygote; write one exit report per program to
     ``report_fd`` (shared by the slots' forkers: a report is one write, far below the size a pipe keeps whole).
     ``cpu``: the slot's own CPU, or None. ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the
     kernel layers the zygote found to hold."""
     global KERNEL
     if cpu is not None:  # every process of the slot's jobs is born here; the filter keeps them here
-        try:
-            os.sched_setaffinity(0, {cpu})
-        except OSError:  # e.g. the CPU went offline: run anywhere
-            pass
-    KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups) if slot_cgroups.slots else None,  # before the root is left
+        os.sched_setaffinity(0, {cpu})  # refused (the CPU went offline): this forker dies, the pool restarts
+    KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the root is left
                     limits.Seccomp(seccomp.job) if seccomp else None)
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
@@ -237,13 +235,15 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if desc.get("scratch") and pytest_run.preload():  # the first pytest file: pytest warm from here on
                     gc.collect(1)
                     gc.freeze()
-                off = int(desc["id"]) % UID_SPAN
+                if cpu is not None and os.sched_getaffinity(0) != {cpu}:  # the kernel moved us (CPU offline, cpuset)
+                    os.sched_setaffinity(0, {cpu})  # the job's processes must be born on the slot's CPU, or none
+                off = int(desc["uid"]) % UID_SPAN
                 uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.next_job()
                 if KERNEL.slots is not None:
                     try:
-                        KERNEL.slots.prepare(int(desc["slot"]), int(desc["memory_mb"]))
+                        KERNEL.slots.prepare(int(desc["memory_mb"]))
                     except OSError:  # e.g. cached pages above a lower limit: the slot keeps its previous one
                         pass
                 if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote

@@ -116,7 +116,7 @@ class Filters(NamedTuple):
     job: bytes
 
 
-SETUP_CALLS = ("unshare", "setns", "mount")  # the job part: the supervisor (a slot's forker) still uses these
+SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
 
 
 def seccomp_filter() -> tuple[Filters | None, str]:

@@ -100,6 +100,7 @@ class Zygote:
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
         self.free = list(range(workers))
         self.next_run = 1 << 40  # ids of stdin test runs, never a client's job id
+        self.runs = 0  # every run's uid comes from this count: no two live runs (of any slot) share a uid
         self.queue: list[dict[str, Any]] = []
         self.running: dict[int, _Job] = {}
         self.reports = bytearray()
@@ -117,7 +118,7 @@ class Zygote:
                     devnull = os.open(os.devnull, os.O_RDWR)
                     os.dup2(devnull, 0)
                     os.dup2(devnull, 1)
-                    forker.main(theirs, rep_w, level, uid_bases, site_dirs, private_root,
+                    forker.main(theirs, rep_w, level, uid_bases, site_dirs, private_root, slot,
                                 cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp)
                 except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
                     import traceback
@@ -146,12 +147,11 @@ class Zygote:
         fields = {k: spec.get(k) for k in keys}
         payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
-        desc = {"op": "run", "id": spec["id"], "slot": slot, "timeout": spec["timeout"],
+        desc = {"op": "run", "id": spec["id"], "slot": slot, "uid": self._next_uid(), "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
-        socket.send_fds(self.forkers[slot], [json.dumps(desc).encode()],
-                        [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
+        self._to_forker(slot, desc, [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
         for fd in (out_w, err_w, load):
             os.close(fd)
         for sock in (program_end, judge_end, theirs):
@@ -164,6 +164,20 @@ class Zygote:
         except OSError:
             job.verdict = {"status": "judge-error", "error": "judge unavailable", "passed": [], "n": -1}
             self._close_judge(job)
+
+    def _next_uid(self) -> int:
+        self.runs += 1
+        return self.runs
+
+    def _to_forker(self, slot: int, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        data = json.dumps(message).encode()
+        try:
+            if fds:
+                socket.send_fds(self.forkers[slot], [data], fds)
+            else:
+                self.forkers[slot].send(data)
+        except OSError:  # the forker is gone: its slot could never run a job again
+            raise SystemExit("forker died") from None
 
     def _compiled(self, fields: dict[str, Any]) -> dict[str, Any]:
         """``judge.compile_job``, remembered for the last few distinct test sets: the completions of one prompt
@@ -192,11 +206,11 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        desc = {"op": "run", "id": job.run_id, "slot": slot, "timeout": spec["timeout"], "io": True,
-                "check": checking, "cells": bool(spec.get("cells")), "memory_mb": spec["memory_mb"],
+        desc = {"op": "run", "id": job.run_id, "slot": slot, "uid": self._next_uid(), "timeout": spec["timeout"],
+                "io": True, "check": checking, "cells": bool(spec.get("cells")), "memory_mb": spec["memory_mb"],
                 "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
-        socket.send_fds(self.forkers[slot], [json.dumps(desc).encode()], [stdin, out_w, err_w, source])
+        self._to_forker(slot, desc, [stdin, out_w, err_w, source])
         for fd in (stdin, source, out_w, err_w):
             os.close(fd)
 
@@ -221,7 +235,7 @@ class Zygote:
             job.judge = None
 
     def _stop(self, job: _Job) -> None:
-        self.forkers[job.slot].send(json.dumps({"op": "stop", "id": job.run_id}).encode())
+        self._to_forker(job.slot, {"op": "stop", "id": job.run_id})
 
     def _on_verdict(self, job: _Job) -> None:
         try:
