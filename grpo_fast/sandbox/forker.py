@@ -69,7 +69,6 @@ class _Program:
     deadline: float
     workdir: str
     judge: int  # the job's judge: the exit report waits until it is gone too
-    slot: int = 0
     stop_at: float = float("inf")
     timed_out: bool = False
 
@@ -266,7 +265,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
                         judges[judge] = (judge_uid, t, pid)
-                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge, int(desc["slot"]))
+                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
                 prog = running[by_id[desc["id"]]]

@@ -147,7 +147,7 @@ class Zygote:
         fields = {k: spec.get(k) for k in keys}
         payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
-        desc = {"op": "run", "id": spec["id"], "slot": slot, "uid": self._next_uid(), "timeout": spec["timeout"],
+        desc = {"op": "run", "id": spec["id"], "uid": self._next_uid(), "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
                 "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
@@ -206,7 +206,7 @@ class Zygote:
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             job.out[fd] = bytearray()
-        desc = {"op": "run", "id": job.run_id, "slot": slot, "uid": self._next_uid(), "timeout": spec["timeout"],
+        desc = {"op": "run", "id": job.run_id, "uid": self._next_uid(), "timeout": spec["timeout"],
                 "io": True, "check": checking, "cells": bool(spec.get("cells")), "memory_mb": spec["memory_mb"],
                 "packages": spec.get("packages", True),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
