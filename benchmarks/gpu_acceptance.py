@@ -5,14 +5,16 @@
 
 Target machine: Python 3.12, torch 2.11 + CUDA 13, transformers 5.17, peft, accelerate 1.15, triton 3.6, no
 model hub, and at most 64 MiB of extra wheels (unsloth, unsloth-zoo, trl, datasets and grpo_fast's small pure
-dependencies fit; vLLM and xformers do not). Phases, each of which runs or says in one line why not:
+dependencies fit; vLLM does not). Phases, each of which runs or says in one line why not:
 
 1. set-up: ``pip install --no-index --no-deps`` of every wheel in ``--wheels`` (timed, size reported);
 2. environment: versions, GPU, what imports;
 3. a randomly initialised model built from a config (Qwen2.5-0.5B shapes; tiny Llama in reduced mode) with
    the tests' in-process tokenizer, saved to a temp folder: no hub;
 4. the same GRPO config trained with transformers + PEFT and with Unsloth, each in its own process: step time,
-   generated tokens/s, peak GPU memory, and the memory planner's estimate against the measured peak;
+   generated tokens/s, peak GPU memory, and the memory planner's estimate against the measured peak; then the
+   memory profile's path on Unsloth: 4-bit LoRA, and 4-bit inside vLLM where vLLM and its bitsandbytes plugin
+   are on the device (each measured against the planner the same way, or skipped with the reason);
 5. chat and batch generate with the trained adapter; adapter and merged export, the merged model checked to
    generate what base + adapter generates; GGUF is not attempted (Unsloth builds llama.cpp from source over
    the network);
@@ -159,12 +161,15 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
         "per_device_train_batch_size": spec["generations"], "learning_rate": 1e-3, "logging_steps": 1,
         "save_strategy": "no", "evaluate": False, "eval_rows": 0, "run_dir": spec["run_dir"],
         "generation_kwargs": fixed_length_kwargs(False, spec["completion"]), "rewards": rewards(spec["completion"]),
-        "max_prompt_tokens": 1024, "use_vllm": False, "load_in_4bit": False,
+        "max_prompt_tokens": 1024, "use_vllm": spec.get("use_vllm", False),
+        "load_in_4bit": spec.get("load_in_4bit", False),
         "optim": "adamw_torch",  # the GPU profiles pick adamw_8bit, which needs bitsandbytes (not brought along)
         "generation": spec.get("generation", "generate"),
     }
     if cuda:
         overrides["gradient_checkpointing"] = True
+    if overrides["use_vllm"]:  # the memory profile's share; the random model is small
+        overrides["vllm_gpu_memory_utilization"] = 0.5
     cfg = resolve_config("demo", overrides)
     per_step = cfg.args.per_device_train_batch_size * cfg.args.gradient_accumulation_steps
     card = models.gpu_memory_gb()
@@ -419,6 +424,23 @@ def write(report: dict[str, Any], out: str) -> None:
     Path(out).write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
 
 
+# Phase 4b, the default path on a T4 or a 24 GB card (the memory profile): Unsloth with 4-bit base weights, then
+# the same with vLLM generating from 4-bit weights (bitsandbytes inside vLLM: the lock's vllm-bnb-plugin).
+QUANTIZED = (("4-bit", {"load_in_4bit": True}), ("4-bit + vLLM", {"load_in_4bit": True, "use_vllm": True}))
+
+
+def quantized_skip(extra: dict[str, Any]) -> str | None:
+    """Why a 4-bit run cannot start here (one line), or None."""
+    if _imports("bitsandbytes") != "ok":
+        return f"bitsandbytes {_imports('bitsandbytes')} (4-bit weights need it)"
+    if extra.get("use_vllm"):
+        if _imports("vllm") != "ok":
+            return f"vllm {_imports('vllm')} on this device"
+        if _imports("vllm_bnb_plugin") != "ok":
+            return "vllm-bnb-plugin not installed: vLLM >= 0.28 has no bitsandbytes of its own"
+    return None
+
+
 def train_phases(report: dict[str, Any], shape: dict[str, Any], backends: list[str], work: Path, out: str,
                  engines: tuple[str, ...] = ("generate",)) -> None:
     """Phases 3-5: the random model, the same GRPO config per backend (and per generation engine on
@@ -434,6 +456,13 @@ def train_phases(report: dict[str, Any], shape: dict[str, Any], backends: list[s
         result = run_backend(b, {**spec, "generation": engine, "run_dir": str(work / f"run-{b}-{engine}")})
         report["train"].append({**result, "generation": engine})
         write(report, out)  # what is known so far survives a run stopped at its time limit
+    for label, extra in QUANTIZED:  # the memory profile's path: 4-bit LoRA on Unsloth, then 4-bit inside vLLM
+        why = quantized_skip(extra)
+        result = ({"backend": "unsloth", "status": "skipped", "why": why} if why and "unsloth" in backends else
+                  run_backend("unsloth", {**spec, **extra, "run_dir": str(work / f"run-unsloth-{label}")})
+                  if "unsloth" in backends else {"backend": "unsloth", "status": "skipped", "why": "not asked"})
+        report["train"].append({**result, "generation": label})
+        write(report, out)
     trained = next((r for r in reversed(report["train"]) if r.get("status") == "ok"
                     and r["generation"] == "generate"), None)
     if trained:
@@ -484,9 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             train_phases(report, shape, backends, work, args.out, tuple(args.engines.split(",")))
         if args.tools:
             tools_phase(report, backends, work, args.out)
-    report["vllm"] = {"status": "skipped" if _imports("vllm") != "ok" else "not measured",
-                      "why": "vllm is not installed here (a 336 MB wheel; the allowance is 64 MiB); make test-vllm "
-                             "runs vLLM's CPU build for correctness"}
+    report["vllm"] = {"status": "skipped" if _imports("vllm") != "ok" else "see the 4-bit + vLLM row",
+                      "why": "vllm is not installed here (a 311 MB wheel; the allowance is 64 MiB); make test-vllm "
+                             "runs vLLM's CPU build for correctness" if _imports("vllm") != "ok" else
+                             "Unsloth's fast_inference with 4-bit weights"}
     report["total_s"] = round(time.time() - start, 1)
     report["json"] = str(Path(args.out).resolve())
     write(report, args.out)

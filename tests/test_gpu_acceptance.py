@@ -22,9 +22,14 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     report = json.loads(out.read_text())
     assert report["mode"] == "reduced" and report["setup"]["status"] == "skipped"
     assert report["environment"]["versions"]["trl"] == "1.14.2"
-    hf, unsloth, *engines = report["train"]
+    hf, unsloth, *engines, four_bit, four_bit_vllm = report["train"]
     assert [(r["backend"], r["generation"]) for r in engines] == [("transformers", "static_cache"),
                                                                   ("transformers", "continuous_batching")]
+    # the memory profile's path (4-bit on Unsloth, then inside vLLM): each runs or says in one line why not
+    assert [(r["backend"], r["generation"]) for r in (four_bit, four_bit_vllm)] == [("unsloth", "4-bit"),
+                                                                                    ("unsloth", "4-bit + vLLM")]
+    for run in (four_bit, four_bit_vllm):
+        assert run["status"] == "skipped" and ("CUDA" in run["why"] or "bitsandbytes" in run["why"]), run
     for run in engines:  # the other generation engines train the same config side by side
         assert run["status"] == "ok" and run["gen_tokens_per_step"] == hf["gen_tokens_per_step"], run
     assert hf["status"] == "ok" and hf["backend"] == "transformers" and hf["step_s"] > 0

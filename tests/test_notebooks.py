@@ -112,6 +112,38 @@ def test_install_cell_installs_grpo_fast_from_an_uploaded_wheel_into_a_fresh_ven
     assert out.stdout.split() == ["0.1.0", "0.1.0", "True"], out.stderr
 
 
+def test_install_cell_keeps_a_torch_the_runtimes_driver_runs(tmp_path):
+    """The cell's plan under a stand-in nvidia-smi: a CUDA 13 driver gets the lock; a CUDA 12 driver keeps the
+    runtime's torch and leaves vLLM out (the lock's torch and vLLM are CUDA 13 builds); no GPU gets the lock."""
+    cell = _install_cell(NOTEBOOKS[0])
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    probe = ("import json\nINSTALL = False\nEXTRA = {}\n" + cell +
+             "\npins, which, vllm = install_plan(driver_cuda(), RUNTIME)\n"
+             "print(json.dumps({'cuda': driver_cuda(), 'pins': pins, 'which': which, 'vllm': vllm}))")
+
+    def plan(banner: str | None, runtime: str | None) -> dict:
+        smi.write_text(f"#!/bin/sh\necho '{banner}'\n" if banner else "#!/bin/sh\nexit 9\n")
+        smi.chmod(0o755)
+        env = {"PATH": f"{smi.parent}:/usr/bin:/bin"}
+        proc = subprocess.run([sys.executable, "-c", probe.replace("RUNTIME", repr(runtime))], capture_output=True,
+                              text=True, timeout=120, env=env)
+        assert proc.returncode == 0 or "SystemExit" not in proc.stderr, proc.stderr
+        return json.loads(proc.stdout) if proc.returncode == 0 else {"exit": proc.stderr.strip().splitlines()[-1]}
+
+    lock = {k.lower().replace("_", "-"): v for k, v in _parse_requirements(ROOT / "requirements-gpu.txt").items()}
+    new = plan("| NVIDIA-SMI 580.82.07   Driver Version: 580.82.07   CUDA Version: 13.0 |", "2.9.0+cu126")
+    assert new["cuda"] == [13, 0] and new["vllm"] and len(new["pins"]) == len(lock)
+    old = plan("| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |", "2.9.0+cu126")
+    assert old["cuda"] == [12, 4] and not old["vllm"] and "torch==2.9.0+cu126" in old["pins"]
+    assert not [p for p in old["pins"] if p.startswith(("vllm", "torch==2.13"))]
+    assert "torch 2.9.0+cu126" in old["which"] and "use_vllm: false" in old["which"]
+    cpu = plan(None, None)
+    assert cpu["cuda"] is None and cpu["vllm"] and len(cpu["pins"]) == len(lock)
+    bare = plan("| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |", None)
+    assert "pick a newer runtime" in bare["exit"]
+
+
 def test_a_doctor_failure_stops_the_notebook_with_its_message(tmp_path):
     """The notebook's own doctor cell, after a patch that makes doctor find trl 1.15 on a CPU (a real FAIL row)."""
     from nbclient import NotebookClient

@@ -11,7 +11,7 @@ from typing import Any
 from grpo_fast.errors import UserError
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# vLLM serves LoRA only at these ranks: ``MaxLoRARanks`` in vllm/config/lora.py of the pinned vllm 0.33.0
+# vLLM serves LoRA only at these ranks: ``MaxLoRARanks`` in vllm/config/lora.py of the pinned vllm
 # (tests/test_contracts.py reads it from the wheel). Another rank fails inside vLLM's engine start.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # GRPOConfig fields whose defaults Unsloth rewrites when it patches TRL's config class (the ``replacements``
@@ -71,6 +71,14 @@ def gpu_memory_share(cfg: Any) -> float:
 
 
 TRL_VLLM_GPU_MEMORY_UTILIZATION = 0.3  # GRPOConfig's default in trl 1.14.2 (checked by tests/test_contracts.py)
+
+
+def vllm_quantization(load_in_4bit: bool, use_vllm: bool) -> str | None:
+    """The quantization method vLLM must know for these settings: 4-bit weights inside vLLM are bitsandbytes on
+    both backends (Unsloth's ``fast_inference`` loads them with ``use_bitsandbytes``; TRL passes
+    ``quantization="bitsandbytes"`` for a bitsandbytes-quantized model). vLLM >= 0.28 ships no bitsandbytes:
+    the lock pins the plugin that registers it (tests/test_gpu_lock.py reads both wheels)."""
+    return "bitsandbytes" if load_in_4bit and use_vllm else None
 
 
 def unsloth_load_kwargs(cfg: Any, model_path: str) -> dict[str, Any]:

@@ -1,0 +1,128 @@
+"""What a GPU host can actually run: the NVIDIA driver's CUDA, the CUDA each locked binary was built for, and
+whether each binary extension loads.
+
+Version strings say nothing of this: torch 2.13.0 from PyPI is a CUDA 13 build that sees no GPU under an older
+driver (and the kit would quietly pick the ``cpu`` profile), and PyPI's xformers 0.0.35 was built for torch 2.10 +
+CUDA 12.8, so beside the lock's torch it installs but cannot load. ``grpo-fast doctor`` reports both from these
+facts; tests stand in a fake ``nvidia-smi`` and a fake extension.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+# The oldest Linux driver branch that runs each CUDA major (NVIDIA's CUDA toolkit release notes, table 3).
+DRIVER_FOR_CUDA = {12: "525", 13: "580"}
+# How the kit checks that a package's binary loads: the call its users make first (Unsloth calls xformers'
+# _register_extensions itself). Only installed packages are probed, each in a fresh interpreter.
+EXTENSION_PROBES = {
+    "xformers": "from xformers._cpp_lib import _register_extensions; _register_extensions()",
+    "vllm": "import vllm._C",
+    "flash_attn": "import flash_attn_2_cuda",
+}
+# What to do when a probed extension cannot load, beside rebuilding it for this torch.
+EXTENSION_FIX = {
+    "xformers": "pip uninstall -y xformers (Unsloth then uses PyTorch attention; the GPU lock removes it)",
+    "vllm": "pip install -r requirements-gpu.txt (vLLM is built for one torch)",
+    "flash_attn": "pip uninstall -y flash-attn, or install the build for this torch and CUDA",
+}
+
+
+@dataclass
+class Driver:
+    """The NVIDIA driver as ``nvidia-smi`` reports it."""
+
+    version: str
+    cuda: tuple[int, int]  # the newest CUDA it runs
+    gpu: str
+
+
+def _smi(smi: str, *args: str) -> str | None:
+    try:
+        proc = subprocess.run([smi, *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def nvidia_driver(smi: str | None = None) -> Driver | None:
+    """The driver, or None where there is no ``nvidia-smi`` or it finds no GPU."""
+    smi = smi or shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    query = _smi(smi, "--query-gpu=name,driver_version", "--format=csv,noheader")
+    banner = _smi(smi)
+    found = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", banner or "")
+    if not query or not query.strip() or not found:
+        return None
+    name, _, version = query.strip().splitlines()[0].rpartition(",")
+    return Driver(version.strip(), (int(found.group(1)), int(found.group(2))), name.strip())
+
+
+def cuda_of(dist: str) -> tuple[int, int] | None:
+    """The CUDA (major, minor or 0) an installed package was built for, from its requirements: ``cuda-toolkit==``
+    or ``nvidia-*-cuNN`` packages and ``[cuNN]`` extras. None for a CPU build or a package not installed."""
+    try:
+        reqs = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return None
+    majors = []
+    for req in reqs:
+        if "extra ==" in req:
+            continue
+        toolkit = re.match(r"cuda-toolkit\b[^=]*==\s*(\d+)\.(\d+)", req)
+        if toolkit:
+            return int(toolkit.group(1)), int(toolkit.group(2))
+        tagged = re.search(r"(?:-cu|\[cu)(\d\d)\b", req)
+        if tagged:
+            majors.append(int(tagged.group(1)))
+    return (max(majors), 0) if majors else None
+
+
+def torch_cuda() -> tuple[int, int] | None:
+    """The CUDA torch was built for (also where no GPU is visible), or None for a CPU build."""
+    import torch
+
+    found = re.match(r"(\d+)\.(\d+)", torch.version.cuda or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def load_extension(code: str, path: list[str] | None = None, timeout: float = 300.0) -> str:
+    """'ok', or why the binary cannot load (the error's last line), run in a fresh interpreter so a crash
+    cannot take the caller down. ``path`` goes first on its sys.path (tests put a stand-in package there)."""
+    env = None
+    if path:
+        import os
+
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode == 0:
+        return "ok"
+    lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+    return "cannot load: " + (lines[-1][:240] if lines else f"exit {proc.returncode}")
+
+
+def probe_extensions(installed: set[str], probes: dict[str, str] | None = None,
+                     path: list[str] | None = None) -> dict[str, str]:
+    """Each installed package's extension, loaded for real."""
+    probes = EXTENSION_PROBES if probes is None else probes
+    return {name: load_extension(code, path) for name, code in probes.items() if name in installed}
+
+
+def driver_problem(driver: Driver, built: tuple[int, int], what: str) -> tuple[str, str] | None:
+    """(severity 'FAIL' | 'warn', note) where ``what``, built for CUDA ``built``, cannot (or may not) run under
+    ``driver``; None where it runs."""
+    have = f"this driver ({driver.version}) runs CUDA up to {driver.cuda[0]}.{driver.cuda[1]}"
+    if driver.cuda[0] < built[0]:
+        need = DRIVER_FOR_CUDA.get(built[0], "a newer")
+        return "FAIL", (f"{what} is built for CUDA {built[0]}.{built[1]}; {have}, so it sees no GPU. Update the "
+                        f"NVIDIA driver to {need} or newer, or use a runtime that has one (docs/usage.md#the-gpu-lock)")
+    if driver.cuda < built:
+        return "warn", (f"{what} is built for CUDA {built[0]}.{built[1]}; {have}: it runs by CUDA's minor-version "
+                        "compatibility, but kernels compiled at run time (Triton, PTX) may fail; update the driver")
+    return None

@@ -1,0 +1,109 @@
+"""The GPU lock audited by its wheels (tests/wheel_audit.py): today's lock passes, the lock before it fails for
+the reasons a first GPU user hit (no bitsandbytes inside vLLM 0.33.0; xformers built for torch 2.10 + CUDA 12.8),
+and every place that repeats the lock says the same (gpu extra, doctor's embedded lock, notebooks, docs).
+
+Reads PyPI (the wheels, cached in ``$GRPO_FAST_CACHE/wheels``): skipped offline, failed under CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import wheel_audit
+
+from grpo_fast import doctor
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.network
+
+# The GPU lock as it stood before this audit (commit 1fbaa15), with its base.
+LOCK_BEFORE = {"torch": "2.14.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.33.0",
+               "bitsandbytes": "0.50.2", "xformers": "0.0.35", "trl": "1.14.2", "transformers": "5.17.0"}
+
+
+def gpu_lock() -> dict[str, str]:
+    return doctor.lock_pins(gpu=True)[0]
+
+
+def test_the_gpu_lock_passes_the_wheel_audit():
+    findings = wheel_audit.audit(gpu_lock(), doctor.VLLM_RANGE_DECISIONS)
+    assert not findings, "\n".join(map(str, findings))
+
+
+def test_the_lock_before_fails_for_bitsandbytes_inside_vllm_and_for_xformers():
+    findings = wheel_audit.audit(LOCK_BEFORE, doctor.VLLM_RANGE_DECISIONS)
+    text = "\n".join(map(str, findings))
+    # reason 1: 4-bit inside vLLM (the memory profile) with no bitsandbytes anywhere in the lock
+    assert any(f.package == "vllm" and "'bitsandbytes'" in f.reason and "vllm-bnb-plugin" in f.fix
+               for f in findings), text
+    # reason 3: xformers' binary built for another torch and another CUDA major
+    assert any(f.package == "xformers" and "torch 2.10.0+cu128" in f.reason for f in findings), text
+    assert any("CUDA majors" in f.reason and "xformers CUDA 12" in f.reason and "torch CUDA 13" in f.reason
+               for f in findings), text
+
+
+def test_each_rule_names_the_package_and_the_fix():
+    """Rules 1 and 4 on locks built to break them: a plugin for the wrong vLLM, and no recorded decision."""
+    lock = gpu_lock()
+    # vllm-bnb-plugin 0.0.3 beside vllm 0.27.1, whose tree still has bitsandbytes: the method is found in vLLM
+    # itself, so no plugin is consulted and nothing is reported; beside 0.33.0 its imports must resolve
+    findings = wheel_audit.check_quantization({**lock, "vllm": "0.33.0"})
+    assert not [f for f in findings if f.package == "vllm"], findings  # the plugin registers bitsandbytes
+    ranged = wheel_audit.check_vllm_ranges(lock, accepted={})
+    assert [f.package for f in ranged] == ["trl"] and "vllm<=0.30.0" in ranged[0].reason.replace(",>=0.20.0", "")
+    assert "VLLM_RANGE_DECISIONS" in ranged[0].fix
+
+
+def test_the_plugins_vllm_imports_resolve_in_the_locked_vllm():
+    lock = gpu_lock()
+    assert "bitsandbytes" in wheel_audit.plugin_methods("vllm-bnb-plugin", lock["vllm-bnb-plugin"])
+    assert "bitsandbytes" not in wheel_audit.vllm_methods(lock["vllm"])
+    assert wheel_audit.unresolved_vllm_imports("vllm-bnb-plugin", lock["vllm-bnb-plugin"], lock["vllm"]) == []
+    # the same check finds what an older vLLM lacks (0.10.2 had no transformers_utils.repo_utils)
+    missing = wheel_audit.unresolved_vllm_imports("vllm-bnb-plugin", lock["vllm-bnb-plugin"], "0.10.2")
+    assert "vllm.transformers_utils.repo_utils (no such module)" in missing, missing
+
+
+def test_the_removed_package_is_one_the_lock_pulls_in():
+    """xformers is removed after install because unsloth requires it; if unsloth stops requiring it, drop the
+    removal (and the step in the README and notebooks) instead of carrying it."""
+    lock = gpu_lock()
+    pulled = {r.name for r in wheel_audit.unconditional(wheel_audit.requirements("unsloth", lock["unsloth"]))}
+    assert set(doctor.GPU_REMOVED) <= pulled
+    assert not set(doctor.GPU_REMOVED) & set(lock)
+
+
+# --------------------------------------------------------------------------- every copy of the lock agrees
+
+
+def _pins(specs: list[str]) -> dict[str, str]:
+    return {s.split("==")[0].lower().replace("_", "-"): s.split("==")[1] for s in specs}
+
+
+@pytest.mark.parametrize("where", ["gpu extra", "embedded lock", "notebooks", "docs"])
+def test_every_copy_of_the_gpu_lock_agrees(where):
+    lock = gpu_lock()
+    gpu_only = {k: v for k, v in lock.items() if k not in doctor.lock_pins(gpu=False)[0] or k == "torch"}
+    if where == "gpu extra":
+        import tomllib
+
+        extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+        assert _pins(extra) == {k: v for k, v in gpu_only.items() if k != "torch"}
+    elif where == "embedded lock":
+        embedded = {k.replace("_", "-"): v for k, v in {**doctor.EMBEDDED_LOCK["base"],
+                                                         **doctor.EMBEDDED_LOCK["gpu"]}.items()}
+        assert {k: v for k, v in lock.items() if k in embedded} == embedded and set(gpu_only) <= set(embedded)
+    elif where == "notebooks":  # their pins: tests/test_notebooks.py; here what the install then removes
+        for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+            cell = next(c.source for c in nbformat.read(path, as_version=4).cells if "GPU_REMOVED = " in c.source)
+            removed = ast.literal_eval(re.search(r"^GPU_REMOVED = (\[.*?\])", cell, re.M).group(1))
+            assert removed == sorted(doctor.GPU_REMOVED), path.name
+    else:
+        usage = (ROOT / "docs" / "usage.md").read_text()
+        for name, version in gpu_only.items():
+            assert f"{name} {version}" in usage, f"docs/usage.md does not give {name} {version}"
+        assert "pip uninstall -y xformers" in usage and "pip uninstall -y xformers" in (ROOT / "README.md").read_text()
