@@ -107,3 +107,26 @@ def test_every_copy_of_the_gpu_lock_agrees(where):
         for name, version in gpu_only.items():
             assert f"{name} {version}" in usage, f"docs/usage.md does not give {name} {version}"
         assert "pip uninstall -y xformers" in usage and "pip uninstall -y xformers" in (ROOT / "README.md").read_text()
+
+
+def test_unsloth_zoo_finds_in_the_plugin_what_it_patches():
+    """unsloth-zoo imports the plugin's modules by path and patches names on them (4-bit LoRA inside vLLM);
+    each name it reads must be there in the locked plugin, or Unsloth's 4-bit vLLM path breaks on load."""
+    import ast
+
+    lock = gpu_lock()
+    zoo = wheel_audit.wheel("unsloth-zoo", lock["unsloth-zoo"])
+    plugin = wheel_audit.wheel("vllm-bnb-plugin", lock["vllm-bnb-plugin"])
+    paths = {"_vllm_bnb": "vllm_bnb_plugin/bitsandbytes.py", "_bnb_loader": "vllm_bnb_plugin/bitsandbytes_loader.py"}
+    tree = ast.parse(zoo.read("unsloth_zoo/vllm_utils.py"))
+    literals = {n.value for t in (tree, ast.parse(zoo.read("unsloth_zoo/empty_model.py"))) for n in ast.walk(t)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert {"vllm_bnb_plugin.bitsandbytes", "vllm_bnb_plugin.bitsandbytes_loader"} <= literals  # parsed right
+    for handle, member in paths.items():
+        read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                and isinstance(n.value, ast.Name) and n.value.id == handle}
+        defined = {a.asname or a.name for n in ast.walk(ast.parse(plugin.read(member)))
+                   if isinstance(n, (ast.ImportFrom, ast.Import)) for a in n.names}
+        defined |= {n.name for n in ast.walk(ast.parse(plugin.read(member)))
+                    if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        assert read and read <= defined, (member, read - defined)
