@@ -38,18 +38,24 @@ def test_bitsandbytes_is_registered_by_the_plugin_not_by_vllm():
 def engines():
     from vllm import LLM
 
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # apply_model reaches the model in-process
-    model = str(embedded_model_dir())
-    kwargs = {**gpu.VLLM_CPU_ENGINE_KWARGS, "max_model_len": 256}
-    method = gpu.vllm_quantization(load_in_4bit=True, use_vllm=True)
-    quantized = LLM(model=model, quantization=method, **kwargs)
-    yield quantized, model, kwargs
+    before = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model reaches the model in this process
+    try:
+        model = str(embedded_model_dir())
+        kwargs = {**gpu.VLLM_CPU_ENGINE_KWARGS, "max_model_len": 256}
+        method = gpu.vllm_quantization(load_in_4bit=True, use_vllm=True)
+        yield LLM(model=model, quantization=method, **kwargs)
+    finally:  # the other tests' engines start as the kit starts them
+        if before is None:
+            os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        else:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = before
 
 
 def test_the_embedded_model_loads_and_generates_in_4bit_inside_vllm(engines):
     from vllm import SamplingParams
 
-    quantized, _, _ = engines
+    quantized = engines
 
     def linear_methods(model):
         return sorted({type(getattr(m, "quant_method", None)).__name__ for m in model.modules()
