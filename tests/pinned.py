@@ -79,6 +79,26 @@ class PinnedWheel:
         return ast.parse(self.text(member))
 
 
+@cache
+def resolve_gpu_set() -> list[dict]:
+    """``pip install --dry-run --report`` of requirements-gpu.txt against PyPI alone, as a GPU user's pip sees it: no
+    local config (a machine's find-links folder holds torch's CPU build, 2.13.0+cpu, which would otherwise satisfy
+    the GPU set's torch==2.13.0). The report's ``install`` list: every package with its metadata. Once a session."""
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
+                               "-r", str(root / "requirements-gpu.txt"), "--report", str(report)],
+                              capture_output=True, text=True, timeout=1800, env=env)
+        if proc.returncode and ("Network is unreachable" in proc.stderr or "Max retries" in proc.stderr):
+            _unreachable("PyPI unreachable for pip's dry run of requirements-gpu.txt")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(report.read_text())["install"]
+
+
 def _unreachable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(reason + " (CI has PyPI: these tests must run there)")
@@ -110,33 +130,46 @@ class _RangeReader(io.RawIOBase):
         end = min(self.pos + len(buffer), self.size) - 1
         request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end}"})
         with urllib.request.urlopen(request, timeout=120) as reply:
+            if reply.status != 206:  # a server that ignores ranges would hand back the whole file from byte 0
+                raise OSError(f"{self.url}: HTTP {reply.status} to a range request")
             data = reply.read()
         buffer[: len(data)] = data
         self.pos += len(data)
         return len(data)
 
 
+def _is_linux_x86_64(filename: str) -> bool:
+    platforms = filename[:-4].split("-")[-1].split(".")
+    return platforms == ["any"] or any(p.startswith("manylinux") and p.endswith("x86_64") or p == "linux_x86_64"
+                                       for p in platforms)
+
+
 @cache
 def linux_wheel(dist: str, version: str) -> dict:
-    """PyPI's file entry (simple JSON API) for the x86_64 Linux (or pure) wheel of ``dist==version``."""
+    """PyPI's file entry (simple JSON API) for the manylinux x86_64 (or pure) wheel of ``dist==version``; kept on
+    disk once found, so a cached audit asks PyPI nothing. LookupError where PyPI has no such wheel (sdist only);
+    offline, the test skips (fails under CI)."""
+    kept = wheel_dir() / "members" / "entries" / f"{dist}-{version}.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
     request = urllib.request.Request(f"https://pypi.org/simple/{dist}/",
                                      headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=120) as reply:
-        files = json.load(reply)["files"]
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            files = json.load(reply)["files"]
+    except OSError as err:
+        _unreachable(f"cannot reach PyPI for {dist}=={version}: {err}")
     stem = dist.replace("-", "_").lower()
     tags = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    ranked = []
-    for f in files:
-        name = f["filename"]
-        if not name.lower().startswith(f"{stem}-{version}-") or not name.endswith(".whl"):
-            continue
-        platform = name[:-4].split("-")[-1]
-        if platform != "any" and "linux" not in platform or "aarch64" in platform:
-            continue
-        ranked.append((tags in name or "abi3" in name or "none" in name, name, f))
+    ranked = [(tags in f["filename"] or "abi3" in f["filename"] or "none" in f["filename"], f["filename"], f)
+              for f in files if f["filename"].lower().startswith(f"{stem}-{version}-")
+              and f["filename"].endswith(".whl") and _is_linux_x86_64(f["filename"])]
     if not ranked:
         raise LookupError(f"no Linux x86_64 wheel of {dist}=={version} on PyPI")
-    return max(ranked, key=lambda r: (r[0], r[1]))[2]
+    entry = max(ranked, key=lambda r: (r[0], r[1]))[2]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(entry))
+    return entry
 
 
 class RemoteWheel:
@@ -144,10 +177,7 @@ class RemoteWheel:
 
     def __init__(self, dist: str, version: str):
         self.dist, self.version = dist, version
-        try:
-            entry = linux_wheel(dist, version)
-        except OSError as err:
-            _unreachable(f"cannot reach PyPI for {dist}=={version}: {err}")
+        entry = linux_wheel(dist, version)
         self.filename, self._entry = entry["filename"], entry
         self.folder = wheel_dir() / "members" / self.filename
         names = self.folder / ".names.json"
@@ -161,6 +191,8 @@ class RemoteWheel:
         self.metadata_path = next(n for n in self.names if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
 
     def read(self, member: str) -> bytes:
+        if member.startswith("/") or ".." in member.split("/") or member not in self.names:
+            raise KeyError(f"{member!r} is not a member of {self.filename}")  # and never a path outside the cache
         kept = self.folder / member
         if kept.is_file():
             return kept.read_bytes()

@@ -148,7 +148,7 @@ def test_driver_older_than_the_locks_cuda_is_named_with_its_fix(tmp_path):
     # torch 2.13.0 from PyPI is a CUDA 13.0 build: under this driver torch sees no GPU (cuda=False)
     m = Machine("3.11.7", dict(GPU_LOCKED), cuda=False, driver=old, built_cuda={"torch": (13, 0), "vllm": (13, 0)})
     rows = _rows(m)
-    assert rows["nvidia driver"].status == FAIL and "torch sees no GPU" in rows["nvidia driver"].note
+    assert "torch sees no GPU" in rows["nvidia driver"].note
     assert rows["torch/driver"].status == FAIL and "580" in rows["torch/driver"].note
     assert rows["vllm/driver"].status == FAIL and doctor.blocking(list(rows.values()))
     minor = nvidia_driver(_stand_in_smi(tmp_path, "580.65.06", "13.0"))
@@ -159,11 +159,29 @@ def test_driver_older_than_the_locks_cuda_is_named_with_its_fix(tmp_path):
     rows = _rows(Machine("3.11.7", dict(GPU_LOCKED), cuda=True, gpu_name="NVIDIA L4", gpu_gb=22.5, capability=(8, 9),
                          imports=OK_IMPORTS, driver=new, built_cuda={"torch": (13, 0), "vllm": (13, 0)}))
     assert rows["nvidia driver"].status == OK and "torch/driver" not in rows and "vllm/driver" not in rows
+    # the driver runs torch's CUDA, yet torch sees no GPU: a device the process was not given
+    hidden = _rows(Machine("3.11.7", dict(GPU_LOCKED), cuda=False, driver=new, built_cuda={"torch": (13, 0)}))
+    assert hidden["nvidia driver"].status == FAIL and "CUDA_VISIBLE_DEVICES" in hidden["nvidia driver"].note
+    # a CPU build of torch on a GPU box (make setup there): not blocking, and the fix named
+    cpu_torch = _rows(Machine("3.11.7", dict(LOCKED), cuda=False, driver=new))
+    assert cpu_torch["nvidia driver"].status == WARN and "requirements-gpu.txt" in cpu_torch["nvidia driver"].note
+    assert not doctor.blocking(list(cpu_torch.values()))
     broken = tmp_path / "broken-smi"
     broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\n"
                       "exit 9\n")
     broken.chmod(0o755)
     assert nvidia_driver(str(broken)) is None and nvidia_driver(str(tmp_path / "absent")) is None
+
+
+def test_probe_reads_the_driver_beside_this_torch(tmp_path, monkeypatch):
+    """doctor's own probe with a stand-in nvidia-smi on PATH: the driver is read, this CPU torch is named."""
+    _stand_in_smi(tmp_path, "580.65.06", "13.0")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    m = doctor.probe(imports=False)
+    assert m.driver is not None and m.driver.version == "580.65.06" and m.driver.cuda == (13, 0)
+    rows = {r.name: r for r in doctor.cuda_rows(m)}
+    if "torch" not in m.built_cuda:  # this machine's torch: the CPU build
+        assert rows["nvidia driver"].status == WARN and "CPU build" in rows["nvidia driver"].note
 
 
 def _stand_in_extension(root: Path, name: str, loads: bool) -> None:

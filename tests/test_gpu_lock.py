@@ -1,6 +1,6 @@
 """The GPU lock audited by its wheels (tests/wheel_audit.py): today's lock passes, the lock before it fails for
-the reasons a first GPU user hit (no bitsandbytes inside vLLM 0.33.0; xformers built for torch 2.10 + CUDA 12.8),
-and every place that repeats the lock says the same (gpu extra, doctor's embedded lock, notebooks, docs).
+the reasons a first GPU user hit (no bitsandbytes inside vLLM 0.33.0; xformers 0.0.35, a CUDA 12.8 build beside
+CUDA 13), and every place that repeats the lock says the same (gpu extra, doctor's embedded lock, notebooks, docs).
 
 Reads PyPI (the wheels, cached in ``$GRPO_FAST_CACHE/wheels``): skipped offline, failed under CI.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import wheel_audit
+from pinned import resolve_gpu_set
 
 from grpo_fast import doctor
 
@@ -40,22 +41,41 @@ def test_the_lock_before_fails_for_bitsandbytes_inside_vllm_and_for_xformers():
     # reason 1: 4-bit inside vLLM (the memory profile) with no bitsandbytes anywhere in the lock
     assert any(f.package == "vllm" and "'bitsandbytes'" in f.reason and "vllm-bnb-plugin" in f.fix
                for f in findings), text
-    # reason 3: xformers' binary built for another torch and another CUDA major
-    assert any(f.package == "xformers" and "torch 2.10.0+cu128" in f.reason for f in findings), text
+    # reason 3: xformers 0.0.35 is a CUDA 12.8 build (libcudart.so.12) beside a CUDA 13 torch and vLLM
     assert any("CUDA majors" in f.reason and "xformers CUDA 12" in f.reason and "torch CUDA 13" in f.reason
                for f in findings), text
 
 
-def test_each_rule_names_the_package_and_the_fix():
-    """Rules 1 and 4 on locks built to break them: a plugin for the wrong vLLM, and no recorded decision."""
+def test_each_rule_fires_on_a_lock_built_to_break_it():
     lock = gpu_lock()
-    # vllm-bnb-plugin 0.0.3 beside vllm 0.27.1, whose tree still has bitsandbytes: the method is found in vLLM
-    # itself, so no plugin is consulted and nothing is reported; beside 0.33.0 its imports must resolve
-    findings = wheel_audit.check_quantization({**lock, "vllm": "0.33.0"})
-    assert not [f for f in findings if f.package == "vllm"], findings  # the plugin registers bitsandbytes
+    # rule 1: beside vllm 0.33.0 the plugin still registers bitsandbytes and its imports resolve
+    assert not wheel_audit.check_quantization({**lock, "vllm": "0.33.0"})
+    # rule 1: a bitsandbytes older than the plugin requires
+    old_bnb = wheel_audit.check_quantization({**lock, "bitsandbytes": "0.45.5"})
+    assert [f.package for f in old_bnb] == ["vllm-bnb-plugin"] and "bitsandbytes>=0.48.1" in old_bnb[0].reason
+    # rule 2: vllm 0.32.0 is built for torch 2.13.0 exactly
+    other_torch = wheel_audit.check_binaries({**lock, "torch": "2.14.0"})
+    assert any(f.package == "vllm" and "torch 2.13.0" in f.reason for f in other_torch), other_torch
+    # rule 4: no recorded decision, or one for another declaration
     ranged = wheel_audit.check_vllm_ranges(lock, accepted={})
-    assert [f.package for f in ranged] == ["trl"] and "vllm<=0.30.0" in ranged[0].reason.replace(",>=0.20.0", "")
-    assert "VLLM_RANGE_DECISIONS" in ranged[0].fix
+    assert [f.package for f in ranged] == ["trl"] and "VLLM_RANGE_DECISIONS" in ranged[0].fix
+    stale = {"trl": {**doctor.VLLM_RANGE_DECISIONS["trl"], "vllm": "0.31.0"}}
+    assert [f.package for f in wheel_audit.check_vllm_ranges(lock, stale)] == ["trl"]
+    assert not wheel_audit.check_vllm_ranges(lock, doctor.VLLM_RANGE_DECISIONS)
+
+
+def test_what_pip_resolves_for_the_lock_passes_rules_2_and_3():
+    """Beyond the pins: torchvision, torchaudio, flashinfer, the nvidia-* packages pip brings in; xformers, which
+    unsloth pulls in, would fail (a CUDA 12 build) but the install removes it."""
+    installs = resolve_gpu_set()
+    names = {i["metadata"]["name"].lower().replace("_", "-") for i in installs}
+    assert {"torch", "vllm", "torchvision", "xformers"} <= names, sorted(names)
+    lock = gpu_lock()
+    findings = wheel_audit.check_resolved(installs, lock["torch"], set(doctor.GPU_REMOVED))
+    assert not findings, "\n".join(map(str, findings))
+    assert wheel_audit.check_resolved(installs, "2.14.0", set(doctor.GPU_REMOVED))  # rule 2 can fire here
+    kept = wheel_audit.check_resolved(installs, lock["torch"], removed=set())  # rule 3: xformers left installed
+    assert any("xformers CUDA 12" in f.reason for f in kept), kept
 
 
 def test_the_plugins_vllm_imports_resolve_in_the_locked_vllm():
@@ -130,3 +150,19 @@ def test_unsloth_zoo_finds_in_the_plugin_what_it_patches():
         defined |= {n.name for n in ast.walk(ast.parse(plugin.read(member)))
                     if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
         assert read and read <= defined, (member, read - defined)
+
+
+def test_doctors_extension_probes_load_modules_the_locked_wheels_have():
+    """doctor loads each binary the way its package does first; the module it imports must exist in the locked
+    wheel (vLLM 0.32.0's kernels are vllm._C_stable_libtorch, not the vllm._C of older releases)."""
+    from grpo_fast.models.cuda_stack import EXTENSION_PROBES
+
+    lock = gpu_lock()
+    versions = {"xformers": "0.0.35", **{k: v for k, v in lock.items() if k in EXTENSION_PROBES}}
+    for name, version in versions.items():
+        names = set(wheel_audit.wheel(name, version).names)
+        statements = re.findall(r"(?:^|;)\s*(?:from ([\w.]+) import|import ([\w.]+))", EXTENSION_PROBES[name])
+        for module in [a or b for a, b in statements]:
+            path = module.replace(".", "/")
+            assert any(n == f"{path}.py" or n == f"{path}/__init__.py" or
+                       (n.startswith(f"{path}.") and n.endswith(".so")) for n in names), (name, module)

@@ -160,3 +160,33 @@ def test_vllm_server_mode_on_cpu_is_refused_before_any_weights(tiny_model_dir, m
         prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server"))
     assert "vllm_mode: server needs CUDA" in str(err.value) and "command line" in str(err.value)
     prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=colocate"))  # colocate runs on CPU (make test-vllm)
+
+
+def _installed(root, name: str, version: str) -> None:
+    """A distribution's metadata on disk, as pip leaves it (the version check reads nothing else)."""
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_4bit_inside_a_vllm_without_bitsandbytes_is_refused_with_the_plugin_named(tmp_path, monkeypatch):
+    """vLLM >= 0.28 has no bitsandbytes: load_in_4bit + use_vllm needs the plugin the GPU lock pins, said before
+    any weights load; an older vLLM (in tree), the plugin installed, or no 4-bit inside vLLM pass."""
+    from types import SimpleNamespace
+
+    cfg = resolve_config("demo", ["load_in_4bit=true", "use_vllm=true"])
+    new, old, plugin = tmp_path / "new", tmp_path / "old", tmp_path / "plugin"
+    _installed(new, "vllm", "0.32.0")
+    _installed(old, "vllm", "0.27.1")
+    (plugin / "vllm_bnb_plugin").mkdir(parents=True)
+    (plugin / "vllm_bnb_plugin" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(new))
+    with pytest.raises(UserError) as err:
+        gpu.check_gpu_path(cfg, SimpleNamespace(name="unsloth"))
+    assert "pip install vllm-bnb-plugin" in err.value.fix and "load_in_4bit" in err.value.where
+    assert gpu.missing_vllm_plugin(gpu.vllm_quantization(load_in_4bit=False, use_vllm=True)) is None
+    monkeypatch.syspath_prepend(str(plugin))
+    assert gpu.missing_vllm_plugin("bitsandbytes") is None
+    monkeypatch.undo()
+    monkeypatch.syspath_prepend(str(old))
+    assert gpu.missing_vllm_plugin("bitsandbytes") is None

@@ -6,11 +6,13 @@ the package and the fix. The rules, each a question no import on this CPU machin
 
 1. every quantization method the kit's profiles ask vLLM for is in the locked vLLM, or registered by a pinned
    plugin (``vllm.general_plugins`` entry point) whose ``from vllm... import`` lines all resolve in that vLLM;
-2. no binary extension in the lock was built for another torch (xformers' ``cpp_lib.json``; an exact
-   ``torch==`` requirement) or another CUDA major;
-3. the locked packages need one CUDA major between them (torch's ``cuda-toolkit``, ``-cuNN`` packages and
-   ``[cuNN]`` extras, xformers' build; bitsandbytes ships one library per CUDA and must have the lock's);
-4. TRL's and Unsloth's declared vLLM ranges admit the locked vLLM, unless the lock records a decision.
+2. no package was built for another torch (an exact ``torch==`` requirement);
+3. the packages need one CUDA major between them (torch's ``cuda-toolkit``, ``-cuNN`` packages and ``[cuNN]``
+   extras, xformers' ``cpp_lib.json``; bitsandbytes ships one library per CUDA and must have the lock's);
+   rules 2 and 3 also run over everything pip resolves for the lock (``check_resolved``), less what the install
+   removes (``doctor.GPU_REMOVED``);
+4. TRL's and Unsloth's declared vLLM ranges admit the locked vLLM, unless the lock records a decision for that
+   very declaration (``doctor.VLLM_RANGE_DECISIONS``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from pinned import PinnedWheel, RemoteWheel, linux_wheel
 
@@ -70,6 +73,7 @@ def unconditional(reqs: list[Requirement]) -> list[Requirement]:
 
 
 def extra_requirements(reqs: list[Requirement], extra: str) -> list[Requirement]:
+    """Requirements ``extra`` adds (e.g. TRL's ``vllm`` extra)."""
     env = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "extra": extra}
     return [r for r in reqs if r.marker is not None and "extra" in str(r.marker) and r.marker.evaluate(env)]
 
@@ -132,31 +136,50 @@ def _module_file(names: set[str], dotted: str) -> str | None:
     return next((f for f in (f"{path}.py", f"{path}/__init__.py") if f in names), None)
 
 
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's own statements, including those under if/try/with (not inside functions or classes)."""
+    out = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            nested = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            nested += [stmt for handler in getattr(node, "handlers", []) for stmt in handler.body]
+            out += _module_level(nested)
+    return out
+
+
 @cache
-def module_names(vllm_version: str, dotted: str) -> frozenset[str]:
-    """Names a vLLM module defines or imports, following ``from .x import *`` (``__all__`` where given)."""
+def module_names(vllm_version: str, dotted: str, star: bool = False) -> frozenset[str]:
+    """Names a vLLM module defines or imports at module level, following ``from .x import *``. ``star``: only
+    what a star import takes (``__all__`` where the module gives it, else its names without a leading _)."""
     w = wheel("vllm", vllm_version)
     member = _module_file(set(w.names), dotted)
     if member is None:
         return frozenset()
     names: set[str] = set()
+    exported: set[str] | None = None
     package = dotted if member.endswith("__init__.py") else dotted.rpartition(".")[0]
-    for node in ast.walk(ast.parse(w.read(member))):  # module-level and conditional definitions alike
+    for node in _module_level(ast.parse(w.read(member)).body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+                    if t.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                        exported = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
         elif isinstance(node, ast.Import):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             if any(a.name == "*" for a in node.names):
                 base = package.split(".")
-                source = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else [])) \
-                    if node.level else node.module
-                names |= module_names(vllm_version, source)
+                source = (".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module)
+                names |= module_names(vllm_version, source, star=True)
             names |= {a.asname or a.name for a in node.names if a.name != "*"}
+    if star:
+        return frozenset(exported if exported is not None else {n for n in names if not n.startswith("_")})
     return frozenset(names)
 
 
@@ -179,6 +202,7 @@ def unresolved_vllm_imports(dist: str, version: str, vllm_version: str) -> list[
 
 
 def check_quantization(lock: dict[str, str]) -> list[Finding]:
+    """Rule 1: each method the kit asks vLLM for is in the locked vLLM or a pinned plugin that fits it."""
     vllm = lock.get("vllm")
     if vllm is None:
         return []
@@ -211,79 +235,127 @@ def xformers_build(version: str) -> dict | None:
     return json.loads(w.read("xformers/cpp_lib.json")) if "xformers/cpp_lib.json" in w.names else None
 
 
-def cuda_majors(dist: str, version: str) -> tuple[set[int], bool]:
-    """(CUDA majors, whether the package needs exactly one of them) from its requirements and binaries."""
+def cuda_majors(reqs: list[Requirement]) -> set[int]:
+    """CUDA majors a package's requirements name: ``cuda-toolkit==``, ``-cuNN`` packages, ``[cuNN]`` extras."""
     majors: set[int] = set()
-    for req in unconditional(requirements(dist, version)):
+    for req in reqs:
         found = re.search(r"-cu(\d\d)$", req.name) or next(
-            (re.match(r"cu(\d\d)$", e) for e in req.extras if re.match(r"cu(\d\d)$", e)), None)
+            (m for e in req.extras if (m := re.fullmatch(r"cu(\d\d)", e))), None)
         if found:
             majors.add(int(found.group(1)))
         if req.name == "cuda-toolkit":
             majors |= {Version(s.version).major for s in req.specifier if s.operator == "=="}
-    if dist == "xformers" and (build := xformers_build(version)) and build["version"].get("cuda"):
-        majors.add(build["version"]["cuda"] // 100)
-    if dist == "bitsandbytes":  # one library per CUDA version: supports any of them
-        return {int(m.group(1)) // 10 for n in wheel(dist, version).names
-                if (m := re.search(r"libbitsandbytes_cuda(\d+)\.so$", n))}, False
-    return majors, True
+    return majors
 
 
-def check_binaries(lock: dict[str, str]) -> list[Finding]:
-    torch = lock.get("torch")
-    binaries = {d: v for d, v in lock.items() if has_binary(d, v)}
+def torch_and_cuda(packages: dict[str, tuple[str, list[Requirement]]], torch: str,
+                   built: dict[str, set[int]], shipped: dict[str, set[int]]) -> list[Finding]:
+    """Rules 2 and 3 over ``packages`` (name -> (version, requirements a plain install pulls)): an exact torch
+    other than the lock's; CUDA majors that disagree. ``built``: CUDA majors read off binaries (xformers' build);
+    ``shipped``: packages with one library per CUDA (bitsandbytes), which must have the lock's. A package whose
+    own requirements name several majors ships for each of them."""
     out = []
-    for dist, version in sorted(binaries.items()):
-        if dist == "torch" or torch is None:
-            continue
-        for req in unconditional(requirements(dist, version)):
+    needs: dict[str, set[int]] = {}
+    supports = dict(shipped)
+    for dist, (version, reqs) in sorted(packages.items()):
+        for req in reqs:
             exact = [s.version for s in req.specifier if s.operator == "=="]
             if req.name == "torch" and exact and exact[0] != torch:
                 out.append(Finding(dist, f"{dist} {version} is built for torch {exact[0]}, the lock pins {torch}",
                                    f"pin the {dist} release built for torch {torch}, or torch {exact[0]}"))
-        if dist == "xformers" and (build := xformers_build(version)):
-            built = build["version"]["torch"]
-            if built.split("+")[0] != torch:
-                out.append(Finding(dist, f"xformers {version}'s binary was built for torch {built}, the lock pins "
-                                   f"torch {torch}: it cannot load", "drop xformers from the installed set (pip "
-                                   "uninstall -y xformers: Unsloth uses PyTorch attention) or pin a matching build"))
-    needs: dict[str, set[int]] = {}
-    supports: dict[str, set[int]] = {}
-    for dist, version in binaries.items():
-        majors, exact = cuda_majors(dist, version)
-        if majors:
-            (needs if exact else supports)[dist] = majors
+        majors = cuda_majors(reqs) | built.get(dist, set())
+        if len(majors) == 1:
+            needs[dist] = majors
+        elif majors:
+            supports[dist] = majors
     wanted = set().union(*needs.values()) if needs else set()
     if len(wanted) > 1:
         by = ", ".join(f"{d} CUDA {'/'.join(map(str, sorted(m)))}" for d, m in sorted(needs.items()))
         out.append(Finding("/".join(sorted(needs)), f"the locked packages need different CUDA majors: {by}",
-                           "pin builds of one CUDA major (the one torch is built for)"))
-    for dist, majors in supports.items():
+                           "pin builds of one CUDA major (the one torch is built for), or remove the odd one"))
+    for dist, majors in sorted(supports.items()):
         if wanted and not wanted & majors:
-            out.append(Finding(dist, f"{dist} ships no library for CUDA {sorted(wanted)}",
-                               f"pin a {dist} release with a CUDA {sorted(wanted)[0]} library"))
+            out.append(Finding(dist, f"{dist} ships nothing for CUDA {sorted(wanted)}",
+                               f"pin a {dist} release with a CUDA {sorted(wanted)[0]} build"))
     return out
+
+
+def check_binaries(lock: dict[str, str]) -> list[Finding]:
+    """Rules 2 and 3 over the pinned packages, read off their wheels."""
+    if "torch" not in lock:
+        return []
+    binaries = {d: v for d, v in lock.items() if has_binary(d, v)}
+    packages = {d: (v, unconditional(requirements(d, v))) for d, v in binaries.items()}
+    built = binary_builds(packages)
+    shipped: dict[str, set[int]] = {}
+    if "bitsandbytes" in binaries:
+        names = wheel("bitsandbytes", binaries["bitsandbytes"]).names
+        libs = [re.search(r"libbitsandbytes_cuda(\d+)\.so$", n) for n in names]
+        shipped["bitsandbytes"] = {int(m.group(1)) // 10 for m in libs if m}
+    return torch_and_cuda(packages, lock["torch"], built, shipped)
+
+
+def check_resolved(installs: list[dict], torch: str, removed: set[str]) -> list[Finding]:
+    """Rules 2 and 3 over everything pip installs for the lock (``pip install --dry-run --report``'s ``install``
+    list, whose metadata carries each package's requirements), less what the install then removes. A package's
+    requirements include those of the extras others ask of it (vllm asks nvidia-cutlass-dsl[cu13])."""
+    parsed: dict[str, tuple[str, list[Requirement]]] = {}
+    for item in installs:
+        meta = item["metadata"]
+        reqs = []
+        for line in meta.get("requires_dist") or []:
+            try:
+                reqs.append(Requirement(line))
+            except InvalidRequirement:
+                continue
+        parsed[meta["name"].lower().replace("_", "-")] = (meta["version"], reqs)
+    asked: dict[str, set[str]] = {name: {""} for name in parsed}
+    for _, reqs in parsed.values():
+        for req in unconditional(reqs):
+            asked.setdefault(req.name.lower().replace("_", "-"), {""}).update(req.extras)
+    packages = {name: (version, [r for r in reqs if any(r in _pulled([r], extra) for extra in asked[name])])
+                for name, (version, reqs) in parsed.items() if name not in removed}
+    return torch_and_cuda(packages, torch, binary_builds(packages), {})
+
+
+def binary_builds(packages: dict[str, tuple[str, list[Requirement]]]) -> dict[str, set[int]]:
+    """CUDA majors read off binaries whose requirements do not say (xformers' ``cpp_lib.json``)."""
+    if "xformers" in packages and (build := xformers_build(packages["xformers"][0])) and build["version"].get("cuda"):
+        return {"xformers": {build["version"]["cuda"] // 100}}  # e.g. 1208: CUDA 12.8 (libcudart.so.12)
+    return {}
+
+
+def _pulled(reqs: list[Requirement], extra: str) -> list[Requirement]:
+    return unconditional(reqs) if not extra else [r for r in reqs if r in unconditional(reqs) or
+                                                  r in extra_requirements(reqs, extra)]
 
 
 # --------------------------------------------------------------------------- rule 4: declared vLLM ranges
 
 
-def check_vllm_ranges(lock: dict[str, str], accepted: dict[str, str]) -> list[Finding]:
+def check_vllm_ranges(lock: dict[str, str], accepted: dict[str, dict[str, str]]) -> list[Finding]:
+    """Rule 4. A decision covers one declaration only: the package's version, its declared range and the locked
+    vLLM must all be the ones it names, so a new TRL, a new range or a new vLLM is looked at again."""
     vllm = lock.get("vllm")
     out = []
     for dist in ("trl", "unsloth", "unsloth-zoo"):
-        if vllm is None or dist not in lock or dist in accepted:
+        if vllm is None or dist not in lock:
             continue
         reqs = requirements(dist, lock[dist])
         declared = [r for r in unconditional(reqs) + extra_requirements(reqs, "vllm") if r.name == "vllm"]
         for req in declared:
-            if not req.specifier.contains(vllm, prereleases=True):
-                out.append(Finding(dist, f"{dist} {lock[dist]} declares vllm{req.specifier}, the lock pins {vllm}",
-                                   "pin a vLLM in that range, or record the decision and its reason in the lock "
-                                   "(grpo_fast.doctor.VLLM_RANGE_DECISIONS) and docs/usage.md"))
+            if req.specifier.contains(vllm, prereleases=True):
+                continue
+            decision = accepted.get(dist, {})
+            if (decision.get("version") == lock[dist] and decision.get("vllm") == vllm
+                    and SpecifierSet(decision.get("declared", "")) == req.specifier):
+                continue
+            out.append(Finding(dist, f"{dist} {lock[dist]} declares vllm{req.specifier}, the lock pins {vllm}",
+                               "pin a vLLM in that range, or record the decision (this version, range and vLLM) "
+                               "and its reason in grpo_fast.doctor.VLLM_RANGE_DECISIONS and docs/usage.md"))
     return out
 
 
-def audit(lock: dict[str, str], accepted: dict[str, str]) -> list[Finding]:
+def audit(lock: dict[str, str], accepted: dict[str, dict[str, str]]) -> list[Finding]:
     """Every finding for ``lock`` (package -> version; normalised names), GPU packages and torch included."""
     return check_quantization(lock) + check_binaries(lock) + check_vllm_ranges(lock, accepted)

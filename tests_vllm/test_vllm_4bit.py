@@ -26,30 +26,43 @@ def test_the_cpu_set_runs_the_gpu_locks_vllm_and_plugin():
 
 
 def test_bitsandbytes_is_registered_by_the_plugin_not_by_vllm():
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+    import typing
+
+    from vllm.model_executor.layers.quantization import QuantizationMethods, get_quantization_config
     from vllm.plugins import load_general_plugins
 
-    assert "bitsandbytes" not in QUANTIZATION_METHODS  # out of tree since vLLM 0.28
+    # vLLM's own list (QUANTIZATION_METHODS grows as plugins register, whichever test started an engine first)
+    assert "bitsandbytes" not in typing.get_args(QuantizationMethods)  # out of tree since vLLM 0.28
     load_general_plugins()  # what every vLLM engine does at start: the plugin's entry point
     assert get_quantization_config("bitsandbytes").__module__.startswith("vllm_bnb_plugin")
 
 
 @pytest.fixture(scope="module")
 def engines():
+    import gc
+
+    import vllm.envs
     from vllm import LLM
 
     before = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model reaches the model in this process
+    llm = None
     try:
         model = str(embedded_model_dir())
         kwargs = {**gpu.VLLM_CPU_ENGINE_KWARGS, "max_model_len": 256}
         method = gpu.vllm_quantization(load_in_4bit=True, use_vllm=True)
-        yield LLM(model=model, quantization=method, **kwargs)
-    finally:  # the other tests' engines start as the kit starts them
+        llm = LLM(model=model, quantization=method, **kwargs)
+        yield llm
+    finally:  # the other tests' engines start as the kit starts them: the variable, and vLLM's frozen copy of it
         if before is None:
             os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
         else:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = before
+        vllm.envs.disable_envs_cache()  # an in-process engine core froze vllm.envs (enable_envs_cache)
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()
 
 
 def test_the_embedded_model_loads_and_generates_in_4bit_inside_vllm(engines):

@@ -2,9 +2,9 @@
 whether each binary extension loads.
 
 Version strings say nothing of this: torch 2.13.0 from PyPI is a CUDA 13 build that sees no GPU under an older
-driver (and the kit would quietly pick the ``cpu`` profile), and PyPI's xformers 0.0.35 was built for torch 2.10 +
-CUDA 12.8, so beside the lock's torch it installs but cannot load. ``grpo-fast doctor`` reports both from these
-facts; tests stand in a fake ``nvidia-smi`` and a fake extension.
+driver (and the kit would quietly pick the ``cpu`` profile), and PyPI's xformers 0.0.35 is a CUDA 12.8 build
+(its binary needs ``libcudart.so.12``), so beside the lock's CUDA 13 torch it installs but cannot load.
+``grpo-fast doctor`` reports both from these facts; tests stand in a fake ``nvidia-smi`` and a fake extension.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ DRIVER_FOR_CUDA = {12: "525", 13: "580"}
 # _register_extensions itself). Only installed packages are probed, each in a fresh interpreter.
 EXTENSION_PROBES = {
     "xformers": "from xformers._cpp_lib import _register_extensions; _register_extensions()",
-    "vllm": "import vllm._C",
+    "vllm": "import vllm._C_stable_libtorch",  # what vllm/platforms/cuda.py imports first (0.32.0)
     "flash_attn": "import flash_attn_2_cuda",
 }
 # What to do when a probed extension cannot load, beside rebuilding it for this torch.
@@ -43,8 +43,8 @@ class Driver:
 
 
 def _smi(smi: str, *args: str) -> str | None:
-    try:
-        proc = subprocess.run([smi, *args], capture_output=True, text=True, timeout=60)
+    try:  # a wedged driver can hang nvidia-smi: doctor must still answer
+        proc = subprocess.run([smi, *args], capture_output=True, text=True, timeout=15)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -67,18 +67,27 @@ def nvidia_driver(smi: str | None = None) -> Driver | None:
 def cuda_of(dist: str) -> tuple[int, int] | None:
     """The CUDA (major, minor or 0) an installed package was built for, from its requirements: ``cuda-toolkit==``
     or ``nvidia-*-cuNN`` packages and ``[cuNN]`` extras. None for a CPU build or a package not installed."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
-        reqs = metadata.requires(dist) or []
+        lines = metadata.requires(dist) or []
     except metadata.PackageNotFoundError:
         return None
     majors = []
-    for req in reqs:
-        if "extra ==" in req:
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
             continue
-        toolkit = re.match(r"cuda-toolkit\b[^=]*==\s*(\d+)\.(\d+)", req)
-        if toolkit:
-            return int(toolkit.group(1)), int(toolkit.group(2))
-        tagged = re.search(r"(?:-cu|\[cu)(\d\d)\b", req)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue  # an extra's requirement, or another platform's
+        if req.name == "cuda-toolkit":
+            exact = next((s.version for s in req.specifier if s.operator == "=="), "")
+            found = re.match(r"(\d+)\.(\d+)", exact)
+            if found:
+                return int(found.group(1)), int(found.group(2))
+        tagged = re.search(r"-cu(\d\d)$", req.name) or next(
+            (m for e in req.extras if (m := re.fullmatch(r"cu(\d\d)", e))), None)
         if tagged:
             majors.append(int(tagged.group(1)))
     return (max(majors), 0) if majors else None
@@ -100,7 +109,10 @@ def load_extension(code: str, path: list[str] | None = None, timeout: float = 30
         import os
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return f"cannot load: no answer in {timeout:.0f} s"
     if proc.returncode == 0:
         return "ok"
     lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]

