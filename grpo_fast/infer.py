@@ -135,7 +135,10 @@ class Generator:
 
     # -- generating
     def render(self, messages: list[dict[str, str]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        """The prompt as training rendered it: the run's chat template arguments (its thinking mode) included."""
+        kwargs = self.info.config.get("chat_template_kwargs")
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  **(kwargs if isinstance(kwargs, dict) else {}))
 
     def _sampling_kwargs(self) -> dict[str, Any]:
         if self.temperature <= 0:
