@@ -11,6 +11,7 @@ import pytest
 from trl.trainer.utils import get_callable_name
 
 import grpo_fast.rewards as R
+from grpo_fast.rewards.check import audit_gold
 
 
 def chat(texts):
@@ -194,3 +195,11 @@ def test_every_registered_reward_survives_a_pickle_round_trip(name):
 def test_presets_pickle():
     for preset in R.PRESETS.values():
         assert [f.__name__ for f in pickle.loads(pickle.dumps(preset.funcs))] == preset.names
+
+
+def test_the_gold_self_test_counts_unparsable_golds():
+    rows = [{"prompt": "q", "answer": "42"}, {"prompt": "q", "answer": "Answer is forty two."},
+            {"prompt": "q", "answer": "Forty-two, of course."}]
+    audit = audit_gold(R.MATH_REASONING_REWARDS, rows, lambda row: "<answer>42</answer>")
+    assert [i for i, _ in audit.failures] == [1, 2]
+    assert "2 row(s) have a gold answer the judge cannot parse" in audit.summary()

@@ -80,8 +80,9 @@ def test_thinking_and_chat_template_kwargs_must_agree(thinking_dir, in_tmp):
 
 
 def test_format_rewards_accept_a_template_that_opens_the_tag():
+    cap = R.get_reward("max_length_penalty", max_length=3)
     rewards = RewardSet("r1", ((R.math_accuracy_reward, 2.0), (R.think_answer_format_reward, 0.5),
-                               (R.soft_xml_format_reward, 0.5), (R.get_reward("max_length_penalty", max_length=3), 1.0)),
+                               (R.soft_xml_format_reward, 0.5), (cap, 1.0)),
                         "math_accuracy_reward", "think_answer_format_reward")
     opened = thinking_view(rewards, opened=True)
     rows = [{"prompt": [{"role": "user", "content": "6*7?"}], "answer": "42"}]

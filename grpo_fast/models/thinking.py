@@ -130,4 +130,8 @@ def for_run(cfg: Any, tokenizer: Any) -> ThinkingMode:
     if mode.active and length < THINKING_ROOM and not cfg.set_by_user("max_completion_length"):
         cfg.change("max_completion_length", THINKING_ROOM, f"a thinking model reasons before it answers: room "
                    f"for both (was {length}; set max_completion_length to choose)")
+    need = cfg.max_prompt_tokens + int(cfg.args.max_completion_length or 0)
+    if mode.active and cfg.max_seq_length < need and not cfg.set_by_user("max_seq_length"):
+        cfg.max_seq_length = need
+        cfg.notes.append(f"max_seq_length={need}: the longest prompt (max_prompt_tokens) and room to think")
     return mode
