@@ -54,8 +54,9 @@ RUNS: dict[str, dict] = {
                                  {"name": "sum_mentioned", "weight": 0.5}]},
     "no-signal": {**BROKEN, "rewards": [{"name": f"{REWARDS}:always_yes"}]},
     # the embedded model under a thinking template (tests/thinking_template.py: <think> opened in every prompt)
-    # with 24 tokens: it never closes its thinking, so no completion reaches an answer
-    "thinking-open": {**BROKEN, "model": "thinking-model", "thinking": "on", "max_completion_length": 24},
+    # with 3 tokens, fewer than "\n</think>" takes: no completion closes its thinking or reaches an answer
+    "thinking-open": {**BROKEN, "max_steps": 8, "model": "thinking-model", "thinking": "on",
+                      "max_completion_length": 3},
     "format-hacking": {**BROKEN, "max_steps": 30, "seed": 1,
                        "rewards": [{"name": f"{REWARDS}:sentence_format", "weight": 1.0},
                                    {"name": f"{REWARDS}:product_correct", "weight": 1.0}]},

@@ -108,7 +108,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
             """The tool loop over ``rows``, generating as ``generate`` does with ``sampling``."""
             return converse(lambda texts, budget: [g[0] for g in generate(
                 model, tokenizer, texts, max_new_tokens=budget, batch_size=batch_size, **sampling)], tokenizer,
-                rows, environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls)
+                rows, environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls,
+                chat_template_kwargs=chat_template_kwargs)
 
         episodes = None
         if environment is not None:

@@ -139,3 +139,57 @@ def test_the_alarm_fires_on_a_run_whose_thinking_never_closes_and_nowhere_else()
     assert event.step <= labels["broken"]["thinking-open"]["by_step"] and "max_completion_length" in event.remedy
     for name in labels["healthy"]:
         assert all(e.kind != "thinking_open" for e in grpo_fast.health(CORPUS / name).events), name
+
+
+def test_chat_and_generate_render_the_run_s_mode(tokenizer):
+    from grpo_fast.infer import Generator
+
+    gen = Generator.__new__(Generator)  # only its rendering: no weights
+    gen.tokenizer = tokenizer
+    chat = [{"role": "user", "content": "What is 2 + 3?"}]
+    for kwargs, tail in (({"enable_thinking": True}, "<think>\n"), ({"enable_thinking": False}, "</think>\n\n"),
+                         (None, "<think>\n")):
+        gen.info = type("Info", (), {"config": {"chat_template_kwargs": kwargs}})()
+        assert gen.render(chat).endswith("<|im_start|>assistant\n" + ("<think>\n\n" if tail.startswith("</") else "")
+                                         + tail)
+
+
+@pytest.mark.slow
+def test_a_cpu_run_thinks_then_answers_and_is_evaluated_in_the_same_mode(thinking_dir, in_tmp):
+    """The real trainer and the embedded model under the thinking template: an SFT warm-up on gold completions
+    that think and then answer, one GRPO step, the held-out evaluation. Samples are judged on what follows the
+    thinking; evaluation renders the prompts as training did."""
+    import yaml
+
+    from grpo_fast.recipes.demo import sum_correct
+    from grpo_fast.train import train
+
+    cfg = resolve_config("demo", [f"model={thinking_dir}", "max_completion_length=24", "eval_rows=2", "eval_k=1",
+                                  "per_device_train_batch_size=4", "num_generations=4", "sample_every=1",
+                                  "stages=[{name: warmup, sft: true, max_steps: 6, learning_rate: 0.003}, "
+                                  "{name: grpo, max_steps: 1}]"])
+    run = train(cfg)
+    config = yaml.safe_load((run.path / "config.yaml").read_text())
+    assert config["chat_template_kwargs"] == {"enable_thinking": True} and config["thinking"] == "auto"
+    samples = [json.loads(line) for line in (run.path / "samples.jsonl").read_text().splitlines()]
+    assert samples and all("thinking" in s and "answer" in s for s in samples)
+    for s in samples:  # the judge read only what follows the thinking (open thinking: nothing, 0)
+        answer = s["answer"] if s["thinking_closed"] else ""
+        expected = sum_correct(completions=[answer], answer=[_sum(s["prompt"])])[0]
+        assert s["rewards"]["sum_correct"] == expected, s
+    evaluation = json.loads((run.path / "eval.json").read_text())
+    assert evaluation["thinking"].startswith("thinking: on") and "opens <think> in the prompt" in evaluation["thinking"]
+    assert evaluation["settings"]["chat_template_kwargs"] == {"enable_thinking": True}
+    examples = evaluation["trained"]["examples"] + evaluation["base"]["examples"]
+    assert examples and all("thinking" in e for e in examples)
+    closed = [x for x in samples + examples if x["thinking_closed"] and x["answer"].strip()]
+    assert closed, "after the warm-up, answers appear after the thinking"
+    html = (run.path / "report.html").read_text()
+    assert "<summary>thinking (" in html
+
+
+def _sum(question: str) -> str:
+    import re
+
+    a, b = re.findall(r"\d+", question)[-2:]
+    return str(int(a) + int(b))
