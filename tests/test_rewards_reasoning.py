@@ -203,3 +203,13 @@ def test_the_gold_self_test_counts_unparsable_golds():
     audit = audit_gold(R.MATH_REASONING_REWARDS, rows, lambda row: "<answer>42</answer>")
     assert [i for i, _ in audit.failures] == [1, 2]
     assert "2 row(s) have a gold answer the judge cannot parse" in audit.summary()
+
+
+def test_training_logs_the_share_judged_not_applicable():
+    from grpo_fast.rewards.guard import guard_rewards
+
+    (judge,) = guard_rewards([R.math_accuracy_reward])
+    metrics = {}
+    judge(prompts=["q"] * 4, completions=["\\boxed{42}"] * 4, answer=["42", "Answer is forty two.", "", "42"],
+          log_metric=lambda name, value: metrics.__setitem__(name, value))
+    assert metrics["rewards/math_accuracy_reward/not_applicable"] == 0.5 and judge.not_applicable == 2

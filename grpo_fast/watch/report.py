@@ -278,6 +278,11 @@ def _facts(config: dict, summary: dict | None, metrics: list[dict]) -> str:
     known = {**config, **(summary or {})}
     rows = [[_e(label), _e(fmt.format(known[key]))] for key, label, fmt in FACTS if known.get(key) is not None]
     rows.append(["logged steps", _e(len(metrics))])
+    for key in sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/not_applicable")}):
+        shares = [m[key] for m in metrics if isinstance(m.get(key), (int, float))]
+        if shares and max(shares) > 0:  # unparsable golds, rows without a reference: TRL skipped them
+            rows.append([_e(f"{key.split('/')[1]}: not applicable (None)"),
+                         _e(f"{sum(shares) / len(shares):.1%} of completions, mean over {len(shares)} steps")])
     return _table([], rows, "facts")
 
 
