@@ -52,11 +52,11 @@ def test_reasoning_accuracy_judges_only_after_the_closing_tag():
 
 
 def test_reasoning_accuracy_delimiters_are_configurable():
-    fn = R.get_reward("reasoning_accuracy", delimiters=["</reasoning>", "◁/think▷"])
+    fn = R.get_reward("reasoning_accuracy", reasoning_delimiters=["</reasoning>", "◁/think▷"])
     texts = ["<reasoning>6*7</reasoning> 42", "◁think▷hmm◁/think▷ \\boxed{42}", "<think>x</think> 42"]
     assert score(fn, texts, ["42"] * 3) == [1.0, 1.0, 0.0]
     with pytest.raises((ValueError, R.registry.UserError)):
-        R.get_reward("reasoning_accuracy", delimiters=[])
+        R.get_reward("reasoning_accuracy", reasoning_delimiters=[])
 
 
 def test_every_correctness_reward_ignores_the_thinking():
@@ -163,7 +163,7 @@ def test_deliberate_choices_hold():
 
 # ------------------------------------------------------------------------------------------------- pickling
 
-PARAMS = {"json_field_match": {"field": "result"}}
+PARAMS = {"json_field_match": {"field": "result"}, "code_execution": {"timeout": 30}}  # no timeout under load
 ROWS = dict(
     answer=["42", "42", "Answer is forty two."],
     summary=["a cat sat", "a cat sat", None],
@@ -213,3 +213,16 @@ def test_training_logs_the_share_judged_not_applicable():
     judge(prompts=["q"] * 4, completions=["\\boxed{42}"] * 4, answer=["42", "Answer is forty two.", "", "42"],
           log_metric=lambda name, value: metrics.__setitem__(name, value))
     assert metrics["rewards/math_accuracy_reward/not_applicable"] == 0.5 and judge.not_applicable == 2
+
+
+def test_think_format_wants_real_thinking_then_an_answer():
+    out = R.get_reward("think_format")(prompts=None, completions=chat([
+        "<think>\nThis is my reasoning.\n</think>\nThis is my answer.",
+        "  <think>6*7=42</think>42",
+        "<think>\nThis is my reasoning.\nThis is my answer.",  # never closed
+        "<think></think>42",  # nothing thought
+        "<think>a</think><think>b</think>42",  # two blocks
+        "42 <think>late</think>",  # not first
+        "<think>only thinking</think>",  # no answer
+    ]))
+    assert out == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]

@@ -34,6 +34,7 @@ from grpo_fast.rewards.format import (
     soft_xml_format_reward,
     strict_xml_format_reward,
     think_answer_format_reward,
+    think_format_reward,
     xml_count_reward,
 )
 from grpo_fast.rewards.length import (
@@ -98,6 +99,7 @@ __all__ = [
     "soft_xml_format_reward",
     "xml_count_reward",
     "think_answer_format_reward",
+    "think_format_reward",
     "json_valid_reward",
     "code_block_reward",
     "python_syntax_reward",

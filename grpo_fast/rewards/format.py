@@ -22,6 +22,7 @@ _STRICT_XML = re.compile(
     re.DOTALL,
 )
 _SOFT_XML = re.compile(r"<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>", re.DOTALL)
+_THINK_FIRST = re.compile(r"\A\s*<think>(.*?)</think>(.*)\Z", re.DOTALL)
 _THINK_ANSWER = re.compile(r"\A\s*<think>(.+?)</think>\s*<answer>(.+?)</answer>\s*\Z", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -83,6 +84,21 @@ def think_answer_format_reward(prompts: Any, completions: Any, **kwargs: Any) ->
     is seen with its tag put back: ``rewards.thinking``.)
     """
     return [_tag_pair(t, _THINK_ANSWER, "think", "answer") for t in completion_texts(completions)]
+
+
+@reward_meta("format", 0.0, 1.0)
+def think_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 for a completion that opens with one ``<think>…</think>`` block (real content) and then answers.
+
+    TRL's ``think_format_reward`` with two differences: the thinking must say something (an empty block is how a
+    model skips the reasoning and keeps the reward), and an answer must follow it (a completion that only thinks
+    has not answered). A template that opens ``<think>`` in the prompt gets the tag put back (``rewards.thinking``).
+    """
+    out = []
+    for t in completion_texts(completions):
+        m = _THINK_FIRST.match(t) if _tags_once(t, "think") else None
+        out.append(1.0 if m and _real(m.group(1)) and m.group(2).strip() else 0.0)
+    return out
 
 
 @reward_meta("format", 0.0, 1.0)

@@ -40,14 +40,14 @@ def _correct(texts: list[str], golds: list[Any], delimiters: Sequence[str] | Non
 
 
 @factory
-def make_reasoning_accuracy_reward(column: str = "answer", delimiters: Sequence[str] = (THINK_TAGS[1],),
+def make_reasoning_accuracy_reward(column: str = "answer", reasoning_delimiters: Sequence[str] = (THINK_TAGS[1],),
                                    name: str = "reasoning_accuracy_reward") -> Any:
     """1.0 when the answer after the last closing delimiter equals the gold; 0 without a closing delimiter
     (thinking never closed), even when the right answer sits inside the thinking; None for an unparsable gold."""
-    if not delimiters:
+    if not reasoning_delimiters:
         raise ValueError("reasoning_accuracy needs at least one closing delimiter, e.g. ['</think>']")
-    return reads_thinking(bound(_reasoning_accuracy, SimpleNamespace(column=column, delimiters=tuple(delimiters)),
-                               name, "correctness"))
+    cfg = SimpleNamespace(column=column, delimiters=tuple(reasoning_delimiters))
+    return reads_thinking(bound(_reasoning_accuracy, cfg, name, "correctness"))
 
 
 def reads_thinking(fn: Any) -> Any:

@@ -42,6 +42,7 @@ REWARDS: dict[str, Callable[..., Any]] = {
     "soft_xml_format": fmt.soft_xml_format_reward,
     "xml_count": fmt.xml_count_reward,
     "think_answer_format": fmt.think_answer_format_reward,
+    "think_format": fmt.think_format_reward,
     "json_valid": fmt.json_valid_reward,
     "json_schema": fmt.make_json_schema_reward,
     "code_block": fmt.make_code_block_reward,

@@ -34,14 +34,15 @@ _STEP_RE = re.compile(
 def reasoning_steps_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
     """min(1, steps / 3): counts 'Step n:', numbered/bulleted lines and transition words in the reasoning.
 
-    Steps must come with substance (≥ 3 words per step on average besides the markers), so a bare list of
-    markers ("Step 1: a") earns nothing while a short real step ("First, we do this.") earns its third.
+    Steps must come with substance (≥ 2 words per step on average besides the markers), so a bare list of
+    markers ("First, Second, Next,", "Step 1: a") earns nothing while a short real step ("First, we do this.")
+    earns its third.
     """
     out = []
     for text in completion_texts(completions):
         body = (extract_tag(text, "reasoning") or extract_tag(text, "think") or text)[:50_000]
         steps = len(_STEP_RE.findall(body))
-        if steps and len(words(_STEP_RE.sub(" ", body))) < 3 * steps:
+        if steps and len(words(_STEP_RE.sub(" ", body))) < 2 * steps:
             steps = 0
         out.append(min(1.0, steps / 3))
     return out

@@ -27,7 +27,7 @@ from grpo_fast.rewards.base import THINK_TAGS, after_thinking, completion_text, 
 from grpo_fast.rewards.presets import RewardSet
 
 # Rewards that read the thinking tags themselves: they get the whole completion.
-READS_THINKING = frozenset({"think_answer_format_reward", "reasoning_steps_reward"})
+READS_THINKING = frozenset({"think_answer_format_reward", "think_format_reward", "reasoning_steps_reward"})
 
 
 def reads_thinking(fn: Any) -> bool:
