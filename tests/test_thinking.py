@@ -12,7 +12,7 @@ from thinking_template import THINKING_TEMPLATE, thinking_model_dir
 
 import grpo_fast
 import grpo_fast.rewards as R
-from grpo_fast import models
+from grpo_fast import data, models
 from grpo_fast.errors import UserError
 from grpo_fast.models.thinking import THINKING_ROOM, for_run, thinking_mode
 from grpo_fast.rewards.base import score_rows
@@ -39,6 +39,9 @@ def test_the_mode_is_found_by_rendering_the_template(tokenizer):
     assert auto.active and auto.opened and auto.kwargs == {"enable_thinking": True}
     off = thinking_mode("off", tokenizer)
     assert not off.active and off.kwargs == {"enable_thinking": False}
+    rows = [{"prompt": [{"role": "user", "content": "What is 2 + 2?"}]}]  # prompt lengths count the mode's tags
+    lengths = [data.prompt_lengths(rows, tokenizer, None, mode.kwargs)[0] for mode in (off, auto)]
+    assert lengths[0] > lengths[1]
     plain = models.load_tokenizer("embedded")  # SmolLM2's own template: no thinking mode
     assert not thinking_mode("auto", plain).active and thinking_mode("off", plain).kwargs == {}
     with pytest.raises(UserError, match="has no thinking mode"):

@@ -65,11 +65,11 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report.extend(cfg.notes[noted:] if len(cfg.notes) > noted else [thinking.describe()])
     recipe = replace(recipe, gold=thinking.gold(recipe.gold))  # the gold answers thinking, then answering
     tools = tool_list(cfg, recipe, tokenizer, report)
-    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools)
+    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
         wanted = recipe.holdout(cfg, rows) if wants_holdout(cfg) else []
-        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools)
+        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
                 raise UserError(f"eval_rows={cfg.eval_rows} but recipe {recipe.name} has only {len(eval_rows)} "
