@@ -74,7 +74,7 @@ def record(name: str, root: Path) -> None:
         from thinking_template import thinking_model_dir
 
         shutil.rmtree(root / "thinking-model", ignore_errors=True)
-        settings["model"] = str(thinking_model_dir((root / "thinking-model").resolve()))
+        settings["model"] = str(thinking_model_dir(root / "thinking-model"))  # relative to where it records
     config.write_text(yaml.safe_dump(settings, sort_keys=False))
     run_dir = root / name
     shutil.rmtree(run_dir, ignore_errors=True)
