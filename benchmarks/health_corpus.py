@@ -53,6 +53,10 @@ RUNS: dict[str, dict] = {
                                  {"name": f"{REWARDS}:sum_correct_flaky", "weight": 2.0},
                                  {"name": "sum_mentioned", "weight": 0.5}]},
     "no-signal": {**BROKEN, "rewards": [{"name": f"{REWARDS}:always_yes"}]},
+    # the embedded model under a thinking template (tests/thinking_template.py: <think> opened in every prompt)
+    # with 3 tokens, fewer than "\n</think>" takes: no completion closes its thinking or reaches an answer
+    "thinking-open": {**BROKEN, "max_steps": 8, "model": "thinking-model", "thinking": "on",
+                      "max_completion_length": 3},
     "format-hacking": {**BROKEN, "max_steps": 30, "seed": 1,
                        "rewards": [{"name": f"{REWARDS}:sentence_format", "weight": 1.0},
                                    {"name": f"{REWARDS}:product_correct", "weight": 1.0}]},
@@ -64,7 +68,14 @@ def record(name: str, root: Path) -> None:
     folder = CORPUS / name
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "run.yaml"
-    config.write_text(yaml.safe_dump(RUNS[name], sort_keys=False))
+    settings = dict(RUNS[name])
+    if settings.get("model") == "thinking-model":
+        sys.path.insert(0, str(CORPUS.parent.parent / "tests"))
+        from thinking_template import thinking_model_dir
+
+        shutil.rmtree(root / "thinking-model", ignore_errors=True)
+        settings["model"] = str(thinking_model_dir(root / "thinking-model"))  # relative to where it records
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
     run_dir = root / name
     shutil.rmtree(run_dir, ignore_errors=True)
     start = time.time()

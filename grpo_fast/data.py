@@ -130,18 +130,21 @@ class PromptStats:
                 f"{self.dropped} over max_prompt_tokens={self.limit} dropped")
 
 
-def prompt_lengths(rows: list[dict], tokenizer: Any, tools: list[dict] | None = None) -> list[int]:
-    """Tokens of each prompt as the model sees it: chat template, generation prompt and the tool list if any."""
+def prompt_lengths(rows: list[dict], tokenizer: Any, tools: list[dict] | None = None,
+                   chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
+    """Tokens of each prompt as the model sees it: chat template (with the run's arguments, e.g. its thinking
+    mode), generation prompt and the tool list if any."""
     return [len(tokenizer.apply_chat_template(r["prompt"], tools=tools, add_generation_prompt=True, tokenize=True,
-                                              return_dict=True)["input_ids"]) for r in rows]
+                                              return_dict=True, **(chat_template_kwargs or {}))["input_ids"])
+            for r in rows]
 
 
-def filter_long_prompts(rows: list[dict], tokenizer: Any, limit: int,
-                        tools: list[dict] | None = None) -> tuple[list[dict], PromptStats]:
+def filter_long_prompts(rows: list[dict], tokenizer: Any, limit: int, tools: list[dict] | None = None,
+                        chat_template_kwargs: dict[str, Any] | None = None) -> tuple[list[dict], PromptStats]:
     """Replace TRL's removed ``max_prompt_length``: drop (not truncate) prompts over the limit, and say so."""
     if not rows:
         return [], PromptStats(0, 0, 0, 0, limit)
-    lengths = prompt_lengths(rows, tokenizer, tools)
+    lengths = prompt_lengths(rows, tokenizer, tools, chat_template_kwargs)
     ordered = sorted(lengths)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
     kept = [r for r, n in zip(rows, lengths) if n <= limit]

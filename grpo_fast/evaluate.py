@@ -33,16 +33,18 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def _prompt_text(tokenizer: Any, prompt: Any) -> str:
+def _prompt_text(tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> str:
     if isinstance(prompt, list):
-        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False,
+                                             **(chat_template_kwargs or {}))
     return prompt
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, greedy: bool = True,
              max_new_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
-             batch_size: int = 16) -> list[list[tuple[str, int]]]:
-    """``n`` completions per prompt as (text, token count), batched with left padding and the chat template."""
+             batch_size: int = 16, chat_template_kwargs: dict[str, Any] | None = None) -> list[list[tuple[str, int]]]:
+    """``n`` completions per prompt as (text, token count), batched with left padding and the chat template
+    (``chat_template_kwargs``: the run's, e.g. its thinking mode)."""
     import torch
     from transformers import GenerationConfig
 
@@ -58,7 +60,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
     out: list[list[tuple[str, int]]] = []
     try:
         for start in range(0, len(prompts), batch_size):
-            texts = [_prompt_text(tokenizer, p) for p in prompts[start:start + batch_size]]
+            texts = [_prompt_text(tokenizer, p, chat_template_kwargs) for p in prompts[start:start + batch_size]]
             batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
             with torch.no_grad():
                 ids = model.generate(**batch, generation_config=config)
@@ -77,7 +79,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, 
 def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSet, *, k: int = 4,
              n: int | None = None, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0,
              batch_size: int = 16, examples: int = 8, environment: Any = None,
-             max_tool_calls: int = 4) -> dict[str, Any]:
+             max_tool_calls: int = 4, chat_template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Metrics of one model on mapped rows (``prompt`` + gold columns), scored by ``rewards``.
 
     accuracy: share of greedy completions at the judge's full score. score: mean greedy judge score as a
@@ -87,6 +89,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
     ``environment``: run the tool loop as training did (one environment per conversation, at most
     ``max_tool_calls`` rounds of calls); adds tool_use (share of greedy completions that called a tool),
     tool_calls (calls per greedy completion) and tool_errors (share of calls that failed).
+    ``chat_template_kwargs``: the run's chat template arguments (its thinking mode), as training used them.
     """
     import torch
     from transformers import set_seed
@@ -105,7 +108,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
             """The tool loop over ``rows``, generating as ``generate`` does with ``sampling``."""
             return converse(lambda texts, budget: [g[0] for g in generate(
                 model, tokenizer, texts, max_new_tokens=budget, batch_size=batch_size, **sampling)], tokenizer,
-                rows, environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls)
+                rows, environment, max_new_tokens=max_new_tokens, max_iterations=max_tool_calls,
+                chat_template_kwargs=chat_template_kwargs)
 
         episodes = None
         if environment is not None:
@@ -113,7 +117,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
             greedy = [(e.messages, e.tokens) for e in episodes]
         else:
             greedy = [g[0] for g in generate(model, tokenizer, [r["prompt"] for r in rows],
-                                             max_new_tokens=max_new_tokens, batch_size=batch_size)]
+                                             max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                             chat_template_kwargs=chat_template_kwargs)]
         texts = [t for t, _ in greedy]
         judged = score_rows(correct_fn, rows, texts)
         correct = [s is not None and s >= best for s in judged]
@@ -128,7 +133,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
         else:
             sampled = generate(model, tokenizer, [r["prompt"] for r in rows], n=n, greedy=False,
                                max_new_tokens=max_new_tokens, temperature=temperature,
-                               batch_size=max(1, batch_size // n))
+                               batch_size=max(1, batch_size // n), chat_template_kwargs=chat_template_kwargs)
             flat_texts = [t for group in sampled for t, _ in group]
         flat_scores = score_rows(correct_fn, flat_rows, flat_texts)
         counts = [sum(s is not None and s >= best for s in flat_scores[i * n:(i + 1) * n]) for i in range(len(rows))]
@@ -248,6 +253,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
 
     from grpo_fast import quiet_libraries
     from grpo_fast.models.cpu_speed import merged_lora_generation
+    from grpo_fast.models.thinking import for_run
     from grpo_fast.recipes import get_recipe
     from grpo_fast.run.prepare import run_rewards
     from grpo_fast.run.resolve import resolve_config
@@ -275,6 +281,10 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     model, tokenizer, base_view = load_for_eval(run)
     if environment is not None:
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
+    thinking = for_run(cfg, tokenizer)  # the mode training used (config.yaml records it)
+    rewards = thinking.rewards(rewards)
+    if thinking.kwargs:
+        settings["chat_template_kwargs"] = thinking.kwargs
     kept = base_evaluation_file(run, cfg, rows, settings, tokenizer, cfg.environment or recipe.environment)
     reused = rundir.read_json(kept) if reuse_base and kept else None
     if reused and isinstance(reused.get("base"), dict):
@@ -296,10 +306,16 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     settings["merged_generation"] = merged
     if environment is not None:
         settings["environment"] = cfg.environment or recipe.environment
+    if thinking.active:  # the thinking folded apart from the answer the judge read
+        from grpo_fast.rewards.thinking import folded
+
+        for side in (base, trained):
+            side["examples"] = [folded(e, str(e.get("completion") or ""), thinking.tags, thinking.opened)
+                                for e in side.get("examples") or []]
     result = {
         "run_dir": str(run.path), "recipe": recipe.name, "metric": recipe.metric, "model": cfg.model,
-        "settings": settings, "base": base, "trained": trained, "comparison": compare(base, trained),
-        **({"base_from": reused["run"]} if reused else {}),
+        "settings": settings, "thinking": thinking.describe(), "base": base, "trained": trained,
+        "comparison": compare(base, trained), **({"base_from": reused["run"]} if reused else {}),
     }
     rundir.write_json(run.path / EVAL_FILE, result)
     return result

@@ -134,8 +134,14 @@ class Generator:
         self.lora_request = lora_request(self.info.adapter)
 
     # -- generating
+    def chat_kwargs(self) -> dict[str, Any]:
+        """The run's chat template arguments (its thinking mode, recorded in config.yaml), as training used them."""
+        kwargs = self.info.config.get("chat_template_kwargs")
+        return dict(kwargs) if isinstance(kwargs, dict) else {}
+
     def render(self, messages: list[dict[str, str]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  **self.chat_kwargs())
 
     def _sampling_kwargs(self) -> dict[str, Any]:
         if self.temperature <= 0:
@@ -171,7 +177,7 @@ class Generator:
 
         return converse(lambda texts, budget: self.complete(texts, budget), self.tokenizer,
                         [{"prompt": c} for c in chats], self.environment, max_new_tokens=self.max_new_tokens,
-                        max_iterations=self.max_tool_calls, envs=envs)
+                        max_iterations=self.max_tool_calls, envs=envs, chat_template_kwargs=self.chat_kwargs())
 
     def stream(self, messages: list[dict[str, str]], out: TextIO) -> str:
         """Generate one reply, printing tokens as they come (transformers); vLLM prints the whole reply."""

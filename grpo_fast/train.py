@@ -61,6 +61,10 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     if point is not None:
         cfg.run_dir = str(point.run_dir)
     preps = [prepare(stage.cfg, force=force) for stage in stages]  # every stage checked before any weights
+    if staged:  # config.yaml records the thinking mode the stages found (chat and generate read it)
+        from grpo_fast.models.thinking import for_run
+
+        for_run(cfg, preps[0].tokenizer)
     main = rundir.is_main_process()
     if main:
         print("\n".join(preps[0].report), flush=True)

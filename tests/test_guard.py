@@ -42,7 +42,8 @@ def test_whole_call_failure_is_isolated_per_sample(capsys, tmp_path):
                      log_metric=lambda name, value: metrics.__setitem__(name, value))
     assert scores == [1.0, None, 0.0]
     assert guarded.stats() == {"calls": 1, "samples": 3, "failures": 1, "rate": 0.3333}
-    assert metrics == {"rewards/parse_int/failure_rate": pytest.approx(1 / 3)}
+    assert metrics == {"rewards/parse_int/failure_rate": pytest.approx(1 / 3),
+                       "rewards/parse_int/not_applicable": 0.0}  # a failure is not a None on purpose
     err = capsys.readouterr().err
     assert "reward 'parse_int' failed" in err and "ValueError" in err and "four\\nlines" in err
     record = json.loads((tmp_path / FAILURES_FILE).read_text().splitlines()[0])

@@ -142,3 +142,20 @@ def test_a_converged_note_is_not_headlined_as_a_problem(tmp_path):
     head = page[:page.index("<h2>")]
     assert "no health warning; note: converged at step 40 (you can stop here)" in head and "HEALTH [" not in page
     assert "Health events (0 warning(s), 1 note(s))" in page
+
+
+def test_report_folds_thinking_and_counts_rows_judged_not_applicable(tmp_path):
+    run = make_run(tmp_path / "run", steps=3)
+    for step in (1, 2, 3):  # the guard logs the share of None per reward (an unparsable gold, no reference)
+        rundir.append_jsonl(run / "metrics.jsonl", {"step": step, "reward": 0.5,
+                                                    "rewards/sum_correct/not_applicable": 0.25 if step == 2 else 0.0})
+    rundir.append_jsonl(run / "samples.jsonl", {
+        "step": 3, "prompt": "What is 3 + 4?", "completion": "3 and 4 <b>make</b> 7.\n</think>\n\n7",
+        "thinking": "3 and 4 <b>make</b> 7.", "answer": "7", "thinking_closed": True, "rewards": {"sum_correct": 1.0}})
+    rundir.append_jsonl(run / "samples.jsonl", {
+        "step": 3, "prompt": "What is 3 + 5?", "completion": "hmm, 3 and 5", "thinking": "hmm, 3 and 5",
+        "answer": "", "thinking_closed": False, "rewards": {"sum_correct": 0.0}})
+    page = write_report(run).read_text()
+    assert "<details><summary>thinking (22 characters)</summary><pre>3 and 4 &lt;b&gt;make&lt;/b&gt; 7.</pre>" in page
+    assert "never closed: nothing after it was judged" in page and "(no answer)" in page
+    assert "sum_correct: not applicable (None)" in page and "8.3% of completions" in page

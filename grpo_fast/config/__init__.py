@@ -48,7 +48,7 @@ class RewardSpec(BaseModel):
 # The health monitor's alarm kinds (alarms.REMEDIES says what to do about each; a test keeps the two equal).
 # Informational notes (alarms.NOTES: converged) are not alarms: they never stop a run.
 AlarmKind = Literal["low_reward_std", "zero_std_groups", "kl_high", "plateau", "nonfinite", "reward_hacking",
-                    "clipped", "entropy_collapse", "reward_errors", "no_signal"]
+                    "clipped", "entropy_collapse", "reward_errors", "no_signal", "thinking_open"]
 
 
 class HealthSettings(_Section):
@@ -89,6 +89,8 @@ class HealthSettings(_Section):
     """... while correctness gains less than this share of its span (it did not rise at all) -> reward_hacking."""
     max_clipped_ratio: float = Field(0.5, ge=0, le=1)
     """Share of completions cut at max_completion_length above this -> clipped."""
+    max_open_thinking: float = Field(0.5, ge=0, le=1)
+    """Share of the cut completions whose thinking never closed above this -> thinking_open (thinking models)."""
     min_entropy: float = Field(0.05, ge=0)
     """Token entropy (nats) below this -> entropy_collapse, when the reward has not risen."""
     entropy_drop: float = Field(0.1, ge=0, le=1)
@@ -142,6 +144,12 @@ class RunConfig(_Section):
     """Split to read when the dataset comes from the hub."""
     eval_rows: int = Field(16, ge=0)
     """Rows held out from training for the before/after evaluation (at most a quarter of the data)."""
+    thinking: Literal["auto", "on", "off"] = "auto"
+    """auto | on | off: thinking models (the chat template takes enable_thinking or opens <think> in the prompt).
+    auto thinks where the template can. One mode trains, evaluates, chats; rewards judge what follows the tag."""
+    thinking_tags: tuple[Annotated[str, Field(min_length=1)], Annotated[str, Field(min_length=1)]] = (
+        "<think>", "</think>")
+    """[opening, closing] tags a thinking model's reasoning sits between."""
     max_prompt_tokens: int = Field(512, ge=1)
     """Prompts longer than this (with the chat template) are dropped and reported."""
     rewards: list[RewardSpec] | str | None = None
@@ -208,11 +216,13 @@ class RunConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _shorthands(cls, data: Any) -> Any:
-        """`health: false` and reward names written as plain strings."""
+        """`health: false`, `thinking: on` (a YAML boolean) and reward names written as plain strings."""
         if isinstance(data, dict):
             data = dict(data)
             if isinstance(data.get("health"), bool):
                 data["health"] = {"enabled": data["health"]}
+            if isinstance(data.get("thinking"), bool):  # YAML reads on/off as booleans
+                data["thinking"] = "on" if data["thinking"] else "off"
             if isinstance(data.get("rewards"), list):
                 data["rewards"] = [{"name": r} if isinstance(r, str) else r for r in data["rewards"]]
         return data

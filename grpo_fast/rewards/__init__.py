@@ -28,11 +28,13 @@ from grpo_fast.rewards.correctness import (
 from grpo_fast.rewards.format import (
     code_block_reward,
     json_valid_reward,
+    make_code_block_reward,
     make_json_schema_reward,
     python_syntax_reward,
     soft_xml_format_reward,
     strict_xml_format_reward,
     think_answer_format_reward,
+    think_format_reward,
     xml_count_reward,
 )
 from grpo_fast.rewards.length import (
@@ -51,6 +53,12 @@ from grpo_fast.rewards.presets import (
     SUMMARIZATION_REWARDS,
     RewardSet,
     get_preset,
+)
+from grpo_fast.rewards.reasoning import (
+    make_cosine_scaled_reward,
+    make_kimi_length_reward,
+    make_reasoning_accuracy_reward,
+    reasoning_accuracy_reward,
 )
 from grpo_fast.rewards.registry import REWARDS, get_reward, is_factory, load_reward, register_reward, resolve_rewards
 from grpo_fast.rewards.style import (
@@ -91,6 +99,7 @@ __all__ = [
     "soft_xml_format_reward",
     "xml_count_reward",
     "think_answer_format_reward",
+    "think_format_reward",
     "json_valid_reward",
     "code_block_reward",
     "python_syntax_reward",
@@ -106,6 +115,11 @@ __all__ = [
     "extract_final_answer",
     "debug_reward",
     "make_citation_reward",
+    "make_code_block_reward",
+    "make_cosine_scaled_reward",
+    "make_kimi_length_reward",
+    "make_reasoning_accuracy_reward",
+    "reasoning_accuracy_reward",
     "make_exact_match_reward",
     "make_faithfulness_reward",
     "make_fuzzy_match_reward",

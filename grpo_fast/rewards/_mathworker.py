@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from functools import lru_cache
+
+_LATEX_WORDS = re.compile(r"\\[A-Za-z]+|\\text\{[^{}]*\}|\\mathrm\{[^{}]*\}|\\operatorname\{[^{}]*\}")
+_FUNCTIONS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
+              "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "inf", "infty", "pi", "deg"}
+
+
+def _prose(text: str) -> bool:
+    """Undelimited text with two or more words of three letters or more outside LaTeX commands and text groups
+    (function names aside). Delimited LaTeX (``$``, ``\\(``, ``\\boxed``) is left to math-verify's extraction."""
+    if "$" in text or "\\boxed" in text or "\\(" in text:
+        return False
+    found = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_WORDS.sub(" ", text)) if w.lower() not in _FUNCTIONS]
+    return len(found) >= 2
 
 
 def _limit_memory(mb: int) -> None:
@@ -35,7 +49,12 @@ def main() -> None:
         wrapped = text if ("$" in text or "\\boxed" in text or "\\(" in text) else f"${text}$"
         return parse(wrapped, parsing_timeout=None) or parse(text, parsing_timeout=None)
 
-    parse_gold = lru_cache(maxsize=4096)(_parse)
+    def _gold(text: str) -> list:
+        """A gold answer written in prose ("Answer is forty two.") cannot be compared: wrapped as maths it would
+        parse as a product of letters, so every completion scored 0; unparsable, the row is not applicable."""
+        return [] if _prose(text) else _parse(text)
+
+    parse_gold = lru_cache(maxsize=4096)(_gold)
 
     out = sys.stdout
     out.write('["ready", null]\n')

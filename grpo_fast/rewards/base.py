@@ -32,6 +32,32 @@ def named(fn: Callable, name: str, **attrs: Any) -> Callable:
     return fn
 
 
+class Bound:
+    """A factory's reward: a module-level ``score(settings, prompts, completions, **columns)`` and its settings.
+
+    A closure cannot be pickled, and TRL's async trainer and reward worker processes pickle rewards; this object
+    can (it holds a module-level function and plain settings). Not a ``functools.partial``: TRL names a partial
+    after the function it wraps, and rewards are logged by their own ``__name__``. The settings are bound
+    positionally, so no parameter can collide with a dataset column.
+    """
+
+    def __init__(self, score: Callable, settings: Any, name: str, kind: str, low: float, high: float):
+        self.score, self.settings = score, settings
+        self.__name__ = self.__qualname__ = name
+        self.reward_kind, self.reward_range = kind, (low, high)
+
+    def __call__(self, /, prompts: Any = None, completions: Any = None, **columns: Any) -> list[float | None]:
+        return self.score(self.settings, prompts, completions, **columns)
+
+    def __repr__(self) -> str:
+        return f"<reward {self.__name__}>"
+
+
+def bound(score: Callable, settings: Any, name: str, kind: str, low: float = 0.0, high: float = 1.0) -> Bound:
+    """``Bound`` reward ``name`` of ``kind`` scoring in [low, high]."""
+    return Bound(score, settings, name, kind, low, high)
+
+
 def reward_meta(kind: str, low: float = 0.0, high: float = 1.0) -> Callable[[Callable], Callable]:
     """Decorator recording a reward's kind (correctness/format/length/style) and its score range."""
 
@@ -174,11 +200,40 @@ def blank(value: Any) -> bool:
 
 
 def against_column(completions: Any, kwargs: dict[str, Any], name: str,
-                   score: Callable[[str, Any], float | None]) -> list[float | None]:
+                   score: Callable[[str, Any], float | None], answers: bool = False) -> list[float | None]:
     """``score(text, reference)`` for each completion and its row's ``name`` column; a blank reference makes
-    the row not applicable (None), which TRL skips."""
-    texts = completion_texts(completions)
+    the row not applicable (None), which TRL skips. ``answers``: score what follows the thinking
+    (``answer_texts``), as every correctness reward does."""
+    texts = answer_texts(completions) if answers else completion_texts(completions)
     return [None if blank(ref) else score(t, ref) for t, ref in zip(texts, column(kwargs, name, len(texts)))]
+
+
+# ---------------------------------------------------------------------------------------------- thinking
+
+THINK_TAGS = ("<think>", "</think>")
+"""The tags a thinking model wraps its reasoning in (Qwen3, DeepSeek-R1, SmolLM3); ``thinking_tags`` changes them."""
+
+
+def after_thinking(text: str, tags: Sequence[str] = THINK_TAGS, opened: bool = False) -> str:
+    """The part of a completion a correctness reward judges: what follows the last closing tag.
+
+    Thinking left open -- the opening tag without a close (or after the last close), or no close at all when the
+    chat template opened the tag in the prompt (``opened``) -- gives "": the model has not answered yet, so
+    nothing it weighed while thinking can score (the commonest failure of a thinking model cut at
+    max_completion_length). A completion with no tags at all, from a model that does not think, is judged whole.
+    """
+    start, close = tags
+    end = text.rfind(close)
+    if end >= 0:
+        rest = text[end + len(close):]
+        return "" if start in rest else rest  # thinking opened again and left open
+    return "" if opened or start in text else text
+
+
+def answer_texts(completions: Sequence[Any] | None, tags: Sequence[str] = THINK_TAGS,
+                 opened: bool = False) -> list[str]:
+    """``after_thinking`` of each completion's text."""
+    return [after_thinking(completion_text(c), tags, opened) for c in (completions or [])]
 
 
 # ---------------------------------------------------------------------------------------------- extraction
@@ -240,7 +295,18 @@ def extract_final_answer(text: str) -> str | None:
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed
-    return last_number(text)
+    tail = text[-20_000:]
+    latex = None
+    for latex in _LATEX_SPAN.finditer(tail):  # noqa: B007 - the last one
+        pass
+    number = last_number(text)
+    if latex is not None and (number is None or tail.rfind(number) < latex.end()):
+        return next(g for g in latex.groups() if g)  # "so $\\frac{1}{2}$" ends on LaTeX, not on its last digit
+    return number
+
+
+# Inline maths that is LaTeX (a command, brace or power inside), not a price: $...$, \(...\), \[...\]
+_LATEX_SPAN = re.compile(r"\$([^$\n]{0,200}?[\\{^][^$\n]{0,200}?)\$|\\\((.{1,400}?)\\\)|\\\[(.{1,400}?)\\\]")
 
 
 def extract_answer_or_text(text: str) -> str:

@@ -179,6 +179,9 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
 GOLD_SAMPLE = 1000  # rows whose references the gold self-test runs; above it, a seeded random sample of this size
 
 
+UNPARSABLE = "unparsable gold (the judge gives None)"
+
+
 @dataclass
 class GoldAudit:
     """Every row's reference (or a stated random sample) scored by the correctness reward: what fails and why."""
@@ -213,6 +216,10 @@ class GoldAudit:
             return f"gold self-test ({scope}): every reference gets full '{self.reward}'"
         lines = [f"gold self-test ({scope}): {len(self.failures)} of {len(self.checked)} reference solutions do "
                  f"not get full '{self.reward}'"]
+        unread = sum(UNPARSABLE in why for _, why in self.failures)
+        if unread:
+            lines.append(f"{unread} row(s) have a gold answer the judge cannot parse (None: TRL skips them, nothing is "
+                         "learnt from them); fix the gold column")
         if self.outside_design:
             lines.append(f"{self.outside_design} row(s) cannot reach full credit for an honest solution (a test "
                          "outside the sandbox's design, docs/sandbox.md)")
@@ -248,7 +255,7 @@ def audit_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold, s
     failures = []
     for index, text, score, detail in zip(checked, texts, scores, details):
         if score is None or score < best - 1e-9:
-            why = (detail or {}).get("why") or f"scored {score} (< {best:g})"
+            why = (detail or {}).get("why") or (UNPARSABLE if score is None else f"scored {score} (< {best:g})")
             asked, given = user_text(rows[index].get("prompt"))[:40], _code_or_text(text)[:40]
             failures.append((index, f"row {index}: {asked!r}, reference {given!r} | {why}"))
     return GoldAudit(len(have), checked, failures, rewards.correctness)

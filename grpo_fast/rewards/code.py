@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grpo_fast.rewards import code_tests
-from grpo_fast.rewards.base import completion_text, factory, user_text
+from grpo_fast.rewards.base import after_thinking, completion_text, factory, user_text
 from grpo_fast.sandbox import Sandbox, default_sandbox, make_job
 from grpo_fast.sandbox.stdio import COMPARE_MODES
 
@@ -113,7 +113,7 @@ def _column(kw: dict[str, Any], names: Sequence[str], i: int) -> Any:
 @factory
 def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, workers: int | None = None,
                                packages: bool = True, compare: str = "tokens", tolerance: float = 1e-6,
-                               all_or_nothing: bool = False) -> Callable[..., list[float | None]]:
+                               all_or_nothing: bool = False) -> CodeExecutionReward:
     """Build a TRL reward function; parameters live here so none can collide with a dataset column.
 
     ``packages=False`` hides the environment's installed packages (numpy...) from the programs. For stdin/stdout
@@ -123,20 +123,45 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
     """
     if compare not in COMPARE_MODES:
         raise ValueError(f"compare must be one of {COMPARE_MODES}, not {compare!r}")
-    box: list[Sandbox] = []
+    return CodeExecutionReward(timeout, memory_mb, workers, packages, compare, tolerance, all_or_nothing)
 
-    def sandbox() -> Sandbox:
-        if not box:
-            box.append(Sandbox(workers=workers) if workers else default_sandbox())
-        return box[0]
 
-    def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
-               **kw: Any) -> list[float | None]:
+class CodeExecutionReward:
+    """The code reward: a callable object, not a closure, so it pickles (TRL's async trainer and reward worker
+    processes pickle rewards); its sandbox is not pickled but started again on first use where it lands."""
+
+    reward_kind, reward_range = "correctness", (0.0, 1.0)
+
+    def __init__(self, timeout: float, memory_mb: int, workers: int | None, packages: bool, compare: str,
+                 tolerance: float, all_or_nothing: bool):
+        self.timeout, self.memory_mb, self.workers, self.packages = timeout, memory_mb, workers, packages
+        self.compare, self.tolerance, self.all_or_nothing = compare, tolerance, all_or_nothing
+        default = timeout == 5.0 and memory_mb == 1024 and compare == "tokens" and not all_or_nothing
+        self.__name__ = "code_execution_reward" if default else (
+            f"code_execution_reward_t{timeout:g}_m{memory_mb}" + (f"_{compare}" if compare != "tokens" else "")
+            + ("_all" if all_or_nothing else ""))
+        self.__qualname__ = self.__name__
+        self.outside_design = 0  # rows scored so far with a test failed outside the design (see the warning)
+        self.last_details: list = []  # per completion of the last call: why it fell short, outside design, row error
+        self._box: list[Sandbox] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_box": []}
+
+    def sandbox(self) -> Sandbox:
+        if not self._box:
+            self._box.append(Sandbox(workers=self.workers) if self.workers else default_sandbox())
+        return self._box[0]
+
+    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+                 **kw: Any) -> list[float | None]:
+        timeout, memory_mb, packages = self.timeout, self.memory_mb, self.packages
+        compare, tolerance, all_or_nothing = self.compare, self.tolerance, self.all_or_nothing
         scores: list[float | None] = [None] * len(completions)
-        reward.last_details = details = [None] * len(completions)
+        self.last_details = details = [None] * len(completions)
         jobs: list[tuple[int, dict[str, Any]]] = []
         for i, completion in enumerate(completions):
-            raw = completion_text(completion)
+            raw = after_thinking(completion_text(completion))  # the program follows the thinking
             code = extract_code(raw)
             tests = code_tests.parse(_column(kw, ("tests", "test_list"), i))
             test, entry = _column(kw, ("test",), i), _column(kw, ("entry_point",), i)
@@ -170,32 +195,24 @@ def make_code_execution_reward(timeout: float = 5.0, memory_mb: int = 1024, work
             jobs.append((i, job))
         if jobs:
             outside = []
-            for (i, _job), res in zip(jobs, sandbox().run_many([j for _, j in jobs])):
+            for (i, _job), res in zip(jobs, self.sandbox().run_many([j for _, j in jobs])):
                 scores[i] = res.fraction if not all_or_nothing else float(res.fraction == 1.0)
                 details[i] = {"why": why_failed(res), "outside_design": res.outside_design,
                               "row_error": row_error(res)}
                 if res.outside_design:
                     outside.append(details[i]["why"])
             if outside:
-                if not reward.outside_design:
+                if not self.outside_design:
                     log.warning("code reward: %d row(s) failed a test outside the design (docs/sandbox.md, 'Outside "
                                 "the design'); an honest program fails there too: %s", len(outside),
                                 "; ".join(sorted(set(outside))[:3]))
-                reward.outside_design += len(outside)
+                self.outside_design += len(outside)
         _log(kw, details)
         return scores
 
-    default = timeout == 5.0 and memory_mb == 1024 and compare == "tokens" and not all_or_nothing
-    reward.__name__ = "code_execution_reward" if default else f"code_execution_reward_t{timeout:g}_m{memory_mb}" + (
-        f"_{compare}" if compare != "tokens" else "") + ("_all" if all_or_nothing else "")
-    reward.__qualname__ = reward.__name__
-    reward.reward_kind, reward.reward_range = "correctness", (0.0, 1.0)
-    reward.outside_design = 0  # rows scored so far with a test failed outside the design (see the warning)
-    reward.last_details = []  # per completion of the last call: why it fell short, outside-design count, row error
-    return reward
-
 
 code_execution_reward = make_code_execution_reward()
+
 
 def _log(kw: dict[str, Any], details: list[dict[str, Any] | None]) -> None:
     """Through TRL's reward hooks: per completion, why it fell short (the completions table's ``code_why``

@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import re
+from types import SimpleNamespace
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -18,13 +19,13 @@ from grpo_fast.rewards.base import (
     MAX_ANSWER_CHARS,
     against_column,
     blank,
+    bound,
     extract_answer_or_text,
     extract_final_answer,
     extract_tag,
     factory,
     last_boxed,
     last_number,
-    named,
     normalize_answer,
     normalize_text,
     parse_number,
@@ -36,14 +37,15 @@ from grpo_fast.rewards.base import (
 @factory
 def make_exact_match_reward(column: str = "answer", name: str = "exact_match") -> Any:
     """Exact match after normalisation (case, whitespace, punctuation, thousands separators, ``$``)."""
+    return bound(_exact_match, column, name, "correctness")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, gold: Any) -> float:
-            return 1.0 if normalize_text(extract_answer_or_text(text)) == normalize_text(gold) else 0.0
 
-        return against_column(completions, kwargs, column, score)
+def _exact_match(column: str, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, gold: Any) -> float:
+        return 1.0 if normalize_text(extract_answer_or_text(text)) == normalize_text(gold) else 0.0
 
-    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+    return against_column(completions, kwargs, column, score, answers=True)
 
 
 # ---------------------------------------------------------------------------------------------- fuzzy match
@@ -56,18 +58,19 @@ def make_fuzzy_match_reward(column: str = "answer", min_score: float = 0.0, name
     A full ratio, not a partial one: a completion that pastes the whole context must not score as an answer.
     Scores below ``min_score`` become 0 so near-misses do not earn a gradient toward noise.
     """
+    return bound(_fuzzy_match, SimpleNamespace(column=column, min_score=min_score), name, "correctness")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, gold: Any) -> float:
-            raw = extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4]
-            pred = normalize_answer(raw)
-            refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD: several acceptable answers
-            best = max((_similarity(raw, pred, r) for r in refs if not blank(r)), default=0.0)
-            return best if best >= min_score else 0.0
 
-        return against_column(completions, kwargs, column, score)
+def _fuzzy_match(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, gold: Any) -> float:
+        raw = extract_answer_or_text(text)[: MAX_ANSWER_CHARS * 4]
+        pred = normalize_answer(raw)
+        refs = gold if isinstance(gold, (list, tuple)) else [gold]  # SQuAD: several acceptable answers
+        best = max((_similarity(raw, pred, r) for r in refs if not blank(r)), default=0.0)
+        return best if best >= cfg.min_score else 0.0
 
-    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+    return against_column(completions, kwargs, cfg.column, score, answers=True)
 
 
 def _similarity(raw: str, pred: str, ref: Any) -> float:
@@ -88,19 +91,22 @@ def _similarity(raw: str, pred: str, ref: Any) -> float:
 def make_numeric_match_reward(
     column: str = "answer", rel_tol: float = 1e-6, abs_tol: float = 1e-9, name: str = "numeric_match"
 ) -> Any:
-    """1.0 when the final number equals the gold within tolerance (fractions, %, commas, units handled)."""
+    """1.0 when the final number equals the gold within tolerance (fractions, %, commas, units handled);
+    None when the gold is not a number."""
+    return bound(_numeric_match, SimpleNamespace(column=column, rel_tol=rel_tol, abs_tol=abs_tol), name,
+                 "correctness")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, gold: Any) -> float | None:
-            g = parse_number(_gsm8k_gold(gold))
-            if g is None:
-                return None
-            p = parse_number(extract_final_answer(text))
-            return 1.0 if p is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
 
-        return against_column(completions, kwargs, column, score)
+def _numeric_match(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, gold: Any) -> float | None:
+        g = parse_number(_gsm8k_gold(gold))
+        if g is None:
+            return None
+        p = parse_number(extract_final_answer(text))
+        return 1.0 if p is not None and math.isclose(p, g, rel_tol=cfg.rel_tol, abs_tol=cfg.abs_tol) else 0.0
 
-    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+    return against_column(completions, kwargs, cfg.column, score, answers=True)
 
 
 def _gsm8k_gold(gold: Any) -> Any:
@@ -143,15 +149,16 @@ def extract_choice(text: str) -> str | None:
 @factory
 def make_multiple_choice_reward(column: str = "answer", name: str = "multiple_choice") -> Any:
     """1.0 when the chosen letter equals the gold letter (gold may be 'B', '(B)', or an index 1 → 'B')."""
+    return bound(_multiple_choice, column, name, "correctness")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, gold: Any) -> float | None:
-            g = _gold_letter(gold)
-            return None if g is None else (1.0 if extract_choice(text) == g else 0.0)
 
-        return against_column(completions, kwargs, column, score)
+def _multiple_choice(column: str, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, gold: Any) -> float | None:
+        g = _gold_letter(gold)
+        return None if g is None else (1.0 if extract_choice(text) == g else 0.0)
 
-    return named(reward, name, reward_kind="correctness", reward_range=(0.0, 1.0))
+    return against_column(completions, kwargs, column, score, answers=True)
 
 
 def _gold_letter(gold: Any) -> str | None:
@@ -198,20 +205,20 @@ def _get_path(obj: Any, path: str) -> Any:
 @factory
 def make_json_field_match_reward(field: str, column: str = "answer", name: str | None = None) -> Any:
     """1.0 when JSON field ``field`` (dotted path) in the completion equals the gold (normalised compare)."""
+    return bound(_json_field_match, SimpleNamespace(field=field, column=column), name or f"json_field_match_{field}",
+                 "correctness")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, gold: Any) -> float:
-            try:
-                value = _get_path(extract_json(text), field)
-            except (ValueError, KeyError):
-                return 0.0
-            return 1.0 if _json_equal(value, gold) else 0.0
 
-        return against_column(completions, kwargs, column, score)
+def _json_field_match(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, gold: Any) -> float:
+        try:
+            value = _get_path(extract_json(text), cfg.field)
+        except (ValueError, KeyError):
+            return 0.0
+        return 1.0 if _json_equal(value, gold) else 0.0
 
-    return named(
-        reward, name or f"json_field_match_{field}", reward_kind="correctness", reward_range=(0.0, 1.0)
-    )
+    return against_column(completions, kwargs, cfg.column, score, answers=True)
 
 
 def _json_equal(value: Any, gold: Any) -> bool:
@@ -237,19 +244,21 @@ multiple_choice_reward = make_multiple_choice_reward()
 @factory
 def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str | None = None) -> Any:
     """ROUGE F1 (rouge-score, stemmed) of the completion against the reference summary column."""
+    return bound(_rouge, SimpleNamespace(column=column, kind=kind), name or f"rouge_{kind[5:].lower()}",
+                 "correctness")
 
-    @functools.cache
-    def scorer() -> Any:  # rouge-score loads when a summarization run scores, not when the presets are defined
-        from rouge_score import rouge_scorer
 
-        return rouge_scorer.RougeScorer([kind], use_stemmer=True)
+@functools.cache
+def _rouge_scorer(kind: str) -> Any:
+    """rouge-score loads when a summarization run scores, not when the presets are defined."""
+    from rouge_score import rouge_scorer
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        def score(text: str, ref: Any) -> float:
-            return float(scorer().score(str(ref), text[:50_000])[kind].fmeasure) if text.strip() else 0.0
+    return rouge_scorer.RougeScorer([kind], use_stemmer=True)
 
-        return against_column(completions, kwargs, column, score)
 
-    return named(
-        reward, name or f"rouge_{kind[5:].lower()}", reward_kind="correctness", reward_range=(0.0, 1.0)
-    )
+def _rouge(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+        **kwargs: Any) -> list[float | None]:
+    def score(text: str, ref: Any) -> float:
+        return float(_rouge_scorer(cfg.kind).score(str(ref), text[:50_000])[cfg.kind].fmeasure) if text.strip() else 0.0
+
+    return against_column(completions, kwargs, cfg.column, score, answers=True)

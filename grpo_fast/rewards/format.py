@@ -6,12 +6,14 @@ Tag rewards insist on each tag appearing exactly once, so stuffing tags earns no
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
+from types import SimpleNamespace
 from typing import Any
 
+from grpo_fast.rewards.base import bound, completion_texts, factory, reward_meta
 from grpo_fast.rewards.base import column as get_column
-from grpo_fast.rewards.base import completion_texts, factory, named, reward_meta
 from grpo_fast.rewards.correctness import extract_json
 
 _STRICT_XML = re.compile(
@@ -20,6 +22,7 @@ _STRICT_XML = re.compile(
     re.DOTALL,
 )
 _SOFT_XML = re.compile(r"<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>", re.DOTALL)
+_THINK_FIRST = re.compile(r"\A\s*<think>(.*?)</think>(.*)\Z", re.DOTALL)
 _THINK_ANSWER = re.compile(r"\A\s*<think>(.+?)</think>\s*<answer>(.+?)</answer>\s*\Z", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -74,8 +77,28 @@ def xml_count_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[floa
 
 @reward_meta("format", 0.0, 1.0)
 def think_answer_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-    """1.0 for ``<think>…</think><answer>…</answer>`` (R1 style), each tag once, nothing around it."""
+    """1.0 for ``<think>…</think><answer>…</answer>`` (R1 style), each tag once, nothing around it.
+
+    An empty think block scores 0: this reward exists to teach reasoning before answering, and an empty block
+    is how a model skips the reasoning and keeps the reward. (A template that opens ``<think>`` in the prompt
+    is seen with its tag put back: ``rewards.thinking``.)
+    """
     return [_tag_pair(t, _THINK_ANSWER, "think", "answer") for t in completion_texts(completions)]
+
+
+@reward_meta("format", 0.0, 1.0)
+def think_format_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+    """1.0 for a completion that opens with one ``<think>…</think>`` block (real content) and then answers.
+
+    TRL's ``think_format_reward`` with two differences: the thinking must say something (an empty block is how a
+    model skips the reasoning and keeps the reward), and an answer must follow it (a completion that only thinks
+    has not answered). A template that opens ``<think>`` in the prompt gets the tag put back (``rewards.thinking``).
+    """
+    out = []
+    for t in completion_texts(completions):
+        m = _THINK_FIRST.match(t) if _tags_once(t, "think") else None
+        out.append(1.0 if m and _real(m.group(1)) and m.group(2).strip() else 0.0)
+    return out
 
 
 @reward_meta("format", 0.0, 1.0)
@@ -100,32 +123,36 @@ def make_json_schema_reward(
     schema: dict | None = None, column: str = "schema", name: str = "json_schema"
 ) -> Any:
     """1.0 when the completion's JSON validates against ``schema`` (or the per-row ``column``)."""
+    fixed = json.dumps(schema, sort_keys=True) if schema is not None else None
+    if fixed is not None:
+        _validator(fixed)  # a bad schema fails here, when the run is set up
+    return bound(_json_schema, SimpleNamespace(schema=fixed, column=column), name, "format")
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema: str) -> Any:
     import jsonschema
 
-    fixed = jsonschema.Draft202012Validator(schema) if schema is not None else None
+    return jsonschema.Draft202012Validator(json.loads(schema))
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        schemas = [None] * len(texts) if fixed is not None else get_column(kwargs, column, len(texts))
-        out: list[float | None] = []
-        for text, row_schema in zip(texts, schemas):
-            validator = fixed
-            if validator is None:
-                if row_schema is None:
-                    out.append(None)
-                    continue
-                if isinstance(row_schema, str):
-                    row_schema = json.loads(row_schema)
-                validator = jsonschema.Draft202012Validator(row_schema)
-            try:
-                value = extract_json(text)
-            except ValueError:
-                out.append(0.0)
-                continue
-            out.append(1.0 if validator.is_valid(value) else 0.0)
-        return out
 
-    return named(reward, name, reward_kind="format", reward_range=(0.0, 1.0))
+def _json_schema(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+                 **kwargs: Any) -> list[float | None]:
+    texts = completion_texts(completions)
+    schemas = [cfg.schema] * len(texts) if cfg.schema is not None else get_column(kwargs, cfg.column, len(texts))
+    out: list[float | None] = []
+    for text, row_schema in zip(texts, schemas):
+        if row_schema is None:
+            out.append(None)
+            continue
+        validator = _validator(row_schema if isinstance(row_schema, str) else json.dumps(row_schema, sort_keys=True))
+        try:
+            value = extract_json(text)
+        except ValueError:
+            out.append(0.0)
+            continue
+        out.append(1.0 if validator.is_valid(value) else 0.0)
+    return out
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -152,15 +179,36 @@ def _parse(src: str | None) -> ast.Module | None:
         return None
 
 
-@reward_meta("format", 0.0, 1.0)
-def code_block_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-    """1.0 for one to three python (or bare) fenced blocks with real content (more = stuffing)."""
+# Fence tags models write for a language (lowercase); any other language is its own name only.
+_LANG_TAGS = {"python": _PY_LANGS[1:], "javascript": ("javascript", "js"), "typescript": ("typescript", "ts"),
+              "cpp": ("cpp", "c++", "cxx"), "csharp": ("csharp", "cs", "c#"), "bash": ("bash", "sh", "shell"),
+              "rust": ("rust", "rs"), "go": ("go", "golang")}
+
+
+@factory
+def make_code_block_reward(language: str = "python", bare: bool | None = None, name: str | None = None) -> Any:
+    """1.0 for one to three fenced ``language`` blocks with real content (more = stuffing).
+
+    ``bare`` (a fence with no language) counts by default for Python only, because the code judge
+    (``code_execution``) runs an untagged block as Python: the format reward agrees with what the judge reads,
+    so it never pulls against correctness. For another language no judge reads a bare fence as that language.
+    """
+    lang = language.strip().lower()
+    tags = _LANG_TAGS.get(lang, (lang,)) + (("",) if (lang == "python" if bare is None else bare) else ())
+    default = lang == "python" and bare is None
+    return bound(_code_block, tags, name or ("code_block_reward" if default else f"code_block_{lang}"), "format")
+
+
+def _code_block(tags: tuple[str, ...], /, prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float]:
     out = []
     for t in completion_texts(completions):
-        blocks = [b for lang, b in fenced_blocks(t) if lang in _PY_LANGS]
+        blocks = [b for lang, b in fenced_blocks(t) if lang in tags]
         real = [b for b in blocks if b.strip() and b.strip() not in ("pass", "...")]
         out.append(1.0 if real and len(blocks) <= 3 else 0.0)
     return out
+
+
+code_block_reward = make_code_block_reward()
 
 
 def _python_source(text: str) -> str | None:

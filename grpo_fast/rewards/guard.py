@@ -74,6 +74,7 @@ class GuardedReward:
         self.calls = 0
         self.samples = 0
         self.failures = 0
+        self.not_applicable = 0  # scored None on purpose: a row without a reference, an unparsable gold
         self.last_error: str | None = None
         self.last_sample: str | None = None
         self.raise_on_failure = raise_on_failure
@@ -119,11 +120,12 @@ class GuardedReward:
         self.calls += 1
         self.samples += len(out)
         scores: list[float | None] = []
-        failed_now = 0
+        failed_now = skipped = 0
         for i, value in enumerate(out):
             problem = _problem(value)
             if problem is None:
                 scores.append(None if value is None else float(value))
+                skipped += value is None
                 continue
             scores.append(None)
             self.failures += 1
@@ -131,8 +133,10 @@ class GuardedReward:
             self._report(problem, i, prompts, completions, kwargs)
         self.last = (prompts, completions, scores)
         log_metric = kwargs.get("log_metric")
+        self.not_applicable += skipped
         if callable(log_metric):
             log_metric(f"rewards/{self.__name__}/failure_rate", failed_now / max(1, len(out)))
+            log_metric(f"rewards/{self.__name__}/not_applicable", skipped / max(1, len(out)))
         if self.samples >= self.min_samples and self.failures / self.samples > self.max_failure_rate:
             self.tripped = RewardFailure(self.__name__, self.failures, self.samples, self.last_error or "?",
                                          self.last_sample or "?", self.max_failure_rate)

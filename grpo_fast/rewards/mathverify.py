@@ -23,8 +23,8 @@ from typing import Any
 
 from grpo_fast.rewards.base import (
     MAX_ANSWER_CHARS,
+    answer_texts,
     column,
-    completion_texts,
     count_tag,
     extract_final_answer,
     parse_number,
@@ -251,11 +251,12 @@ def extract_math_answer(text: str) -> str | None:
 def math_accuracy_reward(
     prompts: Any, completions: Any, answer: Any = None, **kwargs: Any
 ) -> list[float | None]:
-    """1.0 if the final answer (``<answer>``, else last ``\\boxed{}``, else last number) equals ``answer``.
+    """1.0 if the final answer (``<answer>``, else last ``\\boxed{}``, else last number) after the thinking equals
+    ``answer``; 0 while the thinking is still open.
 
     Symbolic equivalence via math-verify (fractions, roots, tuples, intervals, sets, expressions); None if the
     gold cannot be parsed. Thread-safe and time-bounded (see module docstring).
     """
-    texts = completion_texts(completions)
+    texts = answer_texts(completions)
     golds = column({"answer": answer}, "answer", len(texts))
     return verify_answers(golds, [extract_math_answer(t) for t in texts])

@@ -18,6 +18,7 @@ import grpo_fast.rewards.correctness as correctness
 import grpo_fast.rewards.format as fmt
 import grpo_fast.rewards.length as length
 import grpo_fast.rewards.mathverify as mathverify
+import grpo_fast.rewards.reasoning as reasoning
 import grpo_fast.rewards.style as style
 from grpo_fast.config.references import is_reference, load_object
 from grpo_fast.errors import UserError
@@ -35,14 +36,16 @@ REWARDS: dict[str, Callable[..., Any]] = {
     "json_field_match": correctness.make_json_field_match_reward,
     "code_execution": code.make_code_execution_reward,
     "rouge": correctness.make_rouge_reward,
+    "reasoning_accuracy": reasoning.make_reasoning_accuracy_reward,
     # format
     "strict_xml_format": fmt.strict_xml_format_reward,
     "soft_xml_format": fmt.soft_xml_format_reward,
     "xml_count": fmt.xml_count_reward,
     "think_answer_format": fmt.think_answer_format_reward,
+    "think_format": fmt.think_format_reward,
     "json_valid": fmt.json_valid_reward,
     "json_schema": fmt.make_json_schema_reward,
-    "code_block": fmt.code_block_reward,
+    "code_block": fmt.make_code_block_reward,
     "python_syntax": fmt.python_syntax_reward,
     # length
     "ideal_length": length.make_ideal_length_reward,
@@ -50,6 +53,8 @@ REWARDS: dict[str, Callable[..., Any]] = {
     "min_length": length.make_min_length_reward,
     "max_length_penalty": length.make_max_length_penalty,
     "soft_overlong_punishment": length.make_soft_overlong_punishment,
+    "cosine_scaled": reasoning.make_cosine_scaled_reward,
+    "kimi_length": reasoning.make_kimi_length_reward,
     # style
     "reasoning_steps": style.reasoning_steps_reward,
     "citation": style.make_citation_reward,

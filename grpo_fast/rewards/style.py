@@ -8,14 +8,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 from grpo_fast.rewards.base import (
     against_column,
+    bound,
     completion_texts,
     extract_tag,
     factory,
-    named,
     ngrams,
     normalize_answer,
     prompt_text,
@@ -33,13 +34,15 @@ _STEP_RE = re.compile(
 def reasoning_steps_reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
     """min(1, steps / 3): counts 'Step n:', numbered/bulleted lines and transition words in the reasoning.
 
-    Steps must come with substance (≥ 5 words per step on average), so a bare list of markers earns nothing.
+    Steps must come with substance (≥ 2 words per step on average besides the markers), so a bare list of
+    markers ("First, Second, Next,", "Step 1: a") earns nothing while a short real step ("First, we do this.")
+    earns its third.
     """
     out = []
     for text in completion_texts(completions):
-        body = extract_tag(text, "reasoning") or extract_tag(text, "think") or text
-        steps = len(_STEP_RE.findall(body[:50_000]))
-        if steps and len(words(body)) < 5 * steps:
+        body = (extract_tag(text, "reasoning") or extract_tag(text, "think") or text)[:50_000]
+        steps = len(_STEP_RE.findall(body))
+        if steps and len(words(_STEP_RE.sub(" ", body))) < 2 * steps:
             steps = 0
         out.append(min(1.0, steps / 3))
     return out
@@ -60,27 +63,29 @@ def make_citation_reward(
     source's name is cited; 0 with no citation. Long quotes earn nothing (pasting is not citing).
     None when the row has neither context nor source.
     """
+    cfg = SimpleNamespace(column=column, source_column=source_column, min_words=min_words, max_words=max_words)
+    return bound(_citation, cfg, name, "style")
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        texts = completion_texts(completions)
-        contexts = get_column(kwargs, column, len(texts))
-        sources = get_column(kwargs, source_column, len(texts))
-        out: list[float | None] = []
-        for text, ctx, src in zip(texts, contexts, sources):
-            if not ctx and not src:
-                out.append(None)
-                continue
-            ctx_norm = normalize_answer(ctx) if ctx else ""
-            quotes = [next(g for g in m if g) for m in _QUOTE_RE.findall(text[:20_000])]
-            quotes = [q for q in quotes if min_words <= len(q.split()) <= max_words]
-            found = sum(1 for q in quotes if ctx_norm and normalize_answer(q) in ctx_norm)
-            score = found / len(quotes) if quotes else 0.0
-            if src and found == len(quotes) and _cites_source(text, str(src)):
-                score = 1.0  # names the source and quotes nothing it does not contain
-            out.append(score)
-        return out
 
-    return named(reward, name, reward_kind="style", reward_range=(0.0, 1.0))
+def _citation(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+              **kwargs: Any) -> list[float | None]:
+    texts = completion_texts(completions)
+    contexts = get_column(kwargs, cfg.column, len(texts))
+    sources = get_column(kwargs, cfg.source_column, len(texts))
+    out: list[float | None] = []
+    for text, ctx, src in zip(texts, contexts, sources):
+        if not ctx and not src:
+            out.append(None)
+            continue
+        ctx_norm = normalize_answer(ctx) if ctx else ""
+        quotes = [next(g for g in m if g) for m in _QUOTE_RE.findall(text[:20_000])]
+        quotes = [q for q in quotes if cfg.min_words <= len(q.split()) <= cfg.max_words]
+        found = sum(1 for q in quotes if ctx_norm and normalize_answer(q) in ctx_norm)
+        score = found / len(quotes) if quotes else 0.0
+        if src and found == len(quotes) and _cites_source(text, str(src)):
+            score = 1.0  # names the source and quotes nothing it does not contain
+        out.append(score)
+    return out
 
 
 def _cites_source(text: str, source: str) -> bool:
@@ -94,22 +99,34 @@ def _cites_source(text: str, source: str) -> bool:
 def make_repetition_penalty(
     ngram_size: int = 3, max_penalty: float = -1.0, name: str = "repetition_penalty"
 ) -> Any:
-    """Penalty ∝ share of repeated n-grams: 0 if all unique, ``max_penalty`` for one n-gram repeated."""
+    """Penalty ∝ share of repeated n-grams: 0 if all unique, ``max_penalty`` for one n-gram repeated.
+
+    Words are split on spaces, and each character of a script written without spaces (Chinese, Japanese, Thai,
+    Lao, Khmer, Myanmar, Tibetan) is a word of its own, so a repeated Chinese sentence is penalised too.
+    """
     if max_penalty > 0:
         raise ValueError("max_penalty must be <= 0")
+    if ngram_size < 1:
+        raise ValueError("ngram_size must be >= 1")
+    return bound(_repetition, SimpleNamespace(ngram_size=ngram_size, max_penalty=max_penalty), name, "style",
+                 max_penalty, 0.0)
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
-        out = []
-        for text in completion_texts(completions):
-            toks = text.lower().split()[:20_000]
-            grams = ngrams(toks, ngram_size)
-            if not grams:
-                out.append(0.0)
-                continue
-            out.append(max_penalty * (1.0 - len(set(grams)) / len(grams)))
-        return out
 
-    return named(reward, name, reward_kind="style", reward_range=(max_penalty, 0.0))
+_UNSPACED = "\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+
+
+def repetition_tokens(text: str) -> list[str]:
+    """Lowercased words; a character of an unspaced script is one word."""
+    return _TOKEN.findall(text[:200_000].lower())[:20_000]
+
+
+def _repetition(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float]:
+    out = []
+    for text in completion_texts(completions):
+        grams = ngrams(repetition_tokens(text), cfg.ngram_size)
+        out.append(cfg.max_penalty * (1.0 - len(set(grams)) / len(grams)) if grams else 0.0)
+    return out
 
 
 def char_script(ch: str) -> str | None:
@@ -155,20 +172,22 @@ def make_faithfulness_reward(
 
     A "summary" longer than ``max_ratio`` × the document scores 0: copying is not summarising.
     """
+    return bound(_faithfulness, SimpleNamespace(column=column, ngram_size=ngram_size, max_ratio=max_ratio), name,
+                 "style")
 
+
+def _faithfulness(cfg: SimpleNamespace, /, prompts: Any = None, completions: Any = None,
+                  **kwargs: Any) -> list[float | None]:
     def score(text: str, doc: Any) -> float:
         doc_toks = normalize_answer(doc).split()
         toks = normalize_answer(text[:50_000]).split()
-        grams = ngrams(toks, ngram_size)
-        if not grams or len(toks) > max_ratio * len(doc_toks):
+        grams = ngrams(toks, cfg.ngram_size)
+        if not grams or len(toks) > cfg.max_ratio * len(doc_toks):
             return 0.0
-        source = set(ngrams(doc_toks, ngram_size))
+        source = set(ngrams(doc_toks, cfg.ngram_size))
         return sum(1 for g in grams if g in source) / len(grams)
 
-    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
-        return against_column(completions, kwargs, column, score)
-
-    return named(reward, name, reward_kind="style", reward_range=(0.0, 1.0))
+    return against_column(completions, kwargs, cfg.column, score)
 
 
 repetition_penalty_reward = make_repetition_penalty()

@@ -19,8 +19,10 @@ class RunLogger(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path, sample_every: int = 5, n_samples: int = 4, step_offset: int = 0,
-                 stage: str | None = None, resume_step: int | None = None, label: str = "GRPO"):
+                 stage: str | None = None, resume_step: int | None = None, label: str = "GRPO",
+                 thinking: Any = None):
         self.run_dir = Path(run_dir)
+        self.thinking = thinking  # the run's ThinkingMode: samples keep the thinking apart from the answer
         self.label = label
         self.resume_step = resume_step
         self.step_offset = step_offset
@@ -82,7 +84,9 @@ class RunLogger(TrainerCallback):
         lines = [f"samples at step {step}: " + " | ".join(names) + " | completion"]
         for s in samples:
             scores = " | ".join("-" if s["rewards"][n] is None else f"{s['rewards'][n]:.2f}" for n in names)
-            text = " ".join(s["completion"].split())
+            text = " ".join(s.get("answer", s["completion"]).split())
+            if "thinking" in s:  # the thinking folded: its size, and whether it closed
+                text = f"[thinking {len(s['thinking'])} chars{'' if s['thinking_closed'] else ', never closed'}] {text}"
             lines.append(f"  {scores} | {text[:70] + ('...' if len(text) > 70 else '')}")
         write = self.bar.write if self.bar is not None else print
         write("\n".join(lines))
@@ -97,9 +101,14 @@ class RunLogger(TrainerCallback):
         if batch is None:
             return []
         n = len(batch.completions)
-        return [{"step": step, "prompt": user_text(batch.prompts[i])[-300:], "completion": batch.completions[i],
-                 "rewards": {name: _clean(values[i]) for name, values in batch.scores.items()}}
-                for i in range(max(0, n - self.n_samples), n)]
+        out = [{"step": step, "prompt": user_text(batch.prompts[i])[-300:], "completion": batch.completions[i],
+                "rewards": {name: _clean(values[i]) for name, values in batch.scores.items()}}
+               for i in range(max(0, n - self.n_samples), n)]
+        if self.thinking is not None and self.thinking.active:
+            from grpo_fast.rewards.thinking import folded
+
+            out = [folded(s, s["completion"], self.thinking.tags, self.thinking.opened) for s in out]
+        return out
 
 
 def _clean(value: Any) -> Any:

@@ -6,13 +6,14 @@ The tokenizer alone is enough (prompt lengths), so a dry run never converts or l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grpo_fast import data, models
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.models import gpu
+from grpo_fast.models.thinking import ThinkingMode, for_run
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import GoldAudit, audit_gold
@@ -36,6 +37,8 @@ class Prepared:
     """JSON schemas of the environment's tools, as the chat template shows them in every prompt (None: no tools)."""
     gold: GoldAudit | None = None
     """The gold self-test: every row's reference (or a stated sample) scored, what failed and why."""
+    thinking: ThinkingMode = field(default_factory=lambda: ThinkingMode(False))
+    """The run's thinking mode (models.thinking): the same in training, evaluation, chat and generate."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -57,12 +60,16 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     data.validate_rows(rows, recipe.required, origin)
     rows, duplicates = data.dedupe(rows)
     tokenizer = models.load_tokenizer(cfg.model)
+    noted = len(cfg.notes)
+    thinking = for_run(cfg, tokenizer)
+    report.extend(cfg.notes[noted:] if len(cfg.notes) > noted else [thinking.describe()])
+    recipe = replace(recipe, gold=thinking.gold(recipe.gold))  # the gold answers thinking, then answering
     tools = tool_list(cfg, recipe, tokenizer, report)
-    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools)
+    rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
         wanted = recipe.holdout(cfg, rows) if wants_holdout(cfg) else []
-        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools)
+        eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
                 raise UserError(f"eval_rows={cfg.eval_rows} but recipe {recipe.name} has only {len(eval_rows)} "
@@ -73,7 +80,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
         train_rows, eval_rows = data.split_holdout(rows, holdout_size(cfg, len(rows), report), cfg.seed)
     report.append(f"data: {len(train_rows)} train rows, {len(eval_rows)} held out, {duplicates} duplicates dropped")
     report.append(stats.line())
-    rewards = run_rewards(cfg, recipe)
+    rewards = thinking.rewards(run_rewards(cfg, recipe), int(cfg.args.max_completion_length or 0) or None)
     report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
     audit = audit_gold(rewards, train_rows, recipe.gold)
     if audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
@@ -86,7 +93,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     else:
         report.append(audit.summary())
     report.append(memory_line(cfg, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking)
 
 
 def tool_list(cfg: RunConfig, recipe: Recipe, tokenizer: Any, report: list[str]) -> list[dict] | None:

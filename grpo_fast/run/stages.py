@@ -80,7 +80,7 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
     cfg = stage.cfg
     out = checkpoints.output_dir(run_dir, stage.name if staged else None)
     logger = RunLogger(run_dir, cfg.sample_every, step_offset=offset, stage=stage.name if staged else None,
-                       resume_step=resume_step, label="SFT" if stage.sft else "GRPO")
+                       resume_step=resume_step, label="SFT" if stage.sft else "GRPO", thinking=prep.thinking)
     if stage.sft:
         return StageResult(sft_warmup(prep, loaded, out, logger))
     monitor = HealthMonitor.for_run(run_dir, cfg.health, prep.rewards, cfg.on_alarm) if cfg.health.enabled else None
@@ -125,7 +125,8 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, logger: RunLo
         answer = recipe.gold(row)
         return [{"role": "assistant", "content": answer}] if answer else None
 
-    rows = [{"prompt": r["prompt"], "completion": c, **({"tools": tools} if tools else {})}
+    mode = {"chat_template_kwargs": prep.thinking.kwargs} if prep.thinking.kwargs else {}  # as GRPO renders
+    rows = [{"prompt": r["prompt"], "completion": c, **({"tools": tools} if tools else {}), **mode}
             for r in prep.train_rows if (c := completion(r))]
     shared = ("max_steps", "learning_rate", "lr_scheduler_type", "per_device_train_batch_size", "bf16", "fp16",
               "use_cpu", "gradient_accumulation_steps", "gradient_checkpointing", "optim", "warmup_steps")

@@ -60,12 +60,15 @@ def call_tool(tools: dict[str, Callable[..., Any]], call: dict[str, Any]) -> tup
 
 
 def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]], make_env: Callable[[], Any], *,
-             max_new_tokens: int, max_iterations: int = 4, envs: Sequence[Any] | None = None) -> list[Episode]:
+             max_new_tokens: int, max_iterations: int = 4, envs: Sequence[Any] | None = None,
+             chat_template_kwargs: dict[str, Any] | None = None) -> list[Episode]:
     """Run every row's prompt through the tool loop, batched across rows; one fresh environment per row, reset
     with the row's columns, unless ``envs`` gives one per row to use as they are (a chat's, kept across turns).
 
     The budget is TRL's: ``max_new_tokens`` counts every token after the prompt, the tools' replies included; a
-    reply that would not fit is dropped and the conversation ends on its call, as in training."""
+    reply that would not fit is dropped and the conversation ends on its call, as in training.
+    ``chat_template_kwargs``: the run's (its thinking mode), as TRL renders the prompts in training."""
+    extra = dict(chat_template_kwargs or {})
     if envs is None:
         envs = [make_env() for _ in rows]
         for env, row in zip(envs, rows):
@@ -75,7 +78,7 @@ def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]],
 
     def tokens(messages: list[dict[str, Any]]) -> int:
         return len(tokenizer.apply_chat_template(messages, tools=schemas, add_generation_prompt=True, tokenize=True,
-                                                 return_dict=True)["input_ids"])
+                                                 return_dict=True, **extra)["input_ids"])
 
     prompt_tokens: dict[int, int] = {}  # per row, counted once: only rows whose tools ran need it
 
@@ -84,7 +87,7 @@ def converse(generate: Generate, tokenizer: Any, rows: Sequence[dict[str, Any]],
     active = list(range(len(rows)))
     for round_ in range(max_iterations + 1):
         texts = [tokenizer.apply_chat_template([*rows[i]["prompt"], *episodes[i].messages], tools=schemas,
-                                               add_generation_prompt=True, tokenize=False) for i in active]
+                                               add_generation_prompt=True, tokenize=False, **extra) for i in active]
         budget = max(max_new_tokens - used[i] for i in active)
         replies = generate(texts, max(1, budget))
         calling = []

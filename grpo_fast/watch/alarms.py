@@ -44,6 +44,10 @@ REMEDIES: dict[str, str] = {
                  "judge: one that says yes to everything gives wrong answers full marks",
     "clipped": "many completions hit max_completion_length and are cut off: raise max_completion_length, "
                "ask for shorter answers in the prompt, or add a length penalty",
+    "thinking_open": "thinking never closes: the completions cut at max_completion_length are still thinking, so "
+                     "they never reach an answer and every correctness reward gives them 0. Raise "
+                     "max_completion_length (thinking models need 1-4k tokens), ask for shorter reasoning, or set "
+                     "thinking: off",
     "entropy_collapse": "token entropy collapsed while the reward did not rise: the model answers the same way "
                         "every time. Lower learning_rate, raise temperature, or check samples.jsonl for "
                         "repeated text",
@@ -195,8 +199,8 @@ class Rules:
         def add(kind: str, message: str, value: float | None, threshold: float | None) -> None:
             found.append(HealthEvent(step, kind, message, REMEDIES[kind], value, threshold))
 
-        for rule in (self.nonfinite, self.reward_errors, self.kl, self.clipped, self.spread, self.plateau,
-                     self.hacking, self.entropy):
+        for rule in (self.nonfinite, self.reward_errors, self.kl, self.clipped, self.thinking, self.spread,
+                     self.plateau, self.hacking, self.entropy):
             rule(add)
         return found
 
@@ -230,6 +234,19 @@ class Rules:
             share = statistics.fmean(clipped)
             add("clipped", f"{share:.0%} of completions were cut at max_completion_length over the last {w} steps "
                 f"(> {self.s.max_clipped_ratio:.0%})", share, self.s.max_clipped_ratio)
+
+    def thinking(self, add: Any) -> None:
+        """Thinking models: the share of cut completions whose thinking is open (``thinking/open_clipped``,
+        logged by the judge's view in rewards.thinking), over the window, when completions are being cut."""
+        w = self.s.window
+        rows = self.rows[-w:] if len(self.rows) >= w else []
+        share = series(rows, "thinking/open_clipped")
+        cut = series(rows, "completions/clipped_ratio")
+        if share and cut and statistics.fmean(cut) > 0 and statistics.fmean(share) > self.s.max_open_thinking:
+            value = statistics.fmean(share)
+            add("thinking_open", f"{value:.0%} of the completions cut at max_completion_length had not closed their "
+                f"thinking over the last {w} steps (> {self.s.max_open_thinking:.0%}; {statistics.fmean(cut):.0%} "
+                "were cut)", value, self.s.max_open_thinking)
 
     # ----------------------------------------------------------------- no spread, converged
 

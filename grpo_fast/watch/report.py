@@ -8,10 +8,8 @@ written as PNGs under ``plots/``.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,8 @@ import yaml
 
 from grpo_fast import rundir
 from grpo_fast.watch.alarms import NOTES
+from grpo_fast.watch.completions import answers_html, completion_html
+from grpo_fast.watch.completions import escape as _e
 
 REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"
@@ -169,13 +169,6 @@ def figure(spec: PlotSpec, metrics: list[dict], events: list[dict] = (), reward_
 # --------------------------------------------------------------------------- HTML
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _e(value: Any) -> str:
-    """HTML-escaped text; control characters (random models emit NUL) shown as \\xNN, never raw."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
-    return html.escape(text, quote=True)
 
 
 def _num(value: Any) -> str:
@@ -285,6 +278,11 @@ def _facts(config: dict, summary: dict | None, metrics: list[dict]) -> str:
     known = {**config, **(summary or {})}
     rows = [[_e(label), _e(fmt.format(known[key]))] for key, label, fmt in FACTS if known.get(key) is not None]
     rows.append(["logged steps", _e(len(metrics))])
+    for key in sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/not_applicable")}):
+        shares = [m[key] for m in metrics if isinstance(m.get(key), (int, float))]
+        if shares and max(shares) > 0:  # unparsable golds, rows without a reference: TRL skipped them
+            rows.append([_e(f"{key.split('/')[1]}: not applicable (None)"),
+                         _e(f"{sum(shares) / len(shares):.1%} of completions, mean over {len(shares)} steps")])
     return _table([], rows, "facts")
 
 
@@ -296,25 +294,6 @@ def _cpu_choices(summary: dict | None) -> str:
         return ""
     head = f"<p class='muted'>speed-ups on {_e(record['cpu'])}</p>" if record.get("cpu") else ""
     return head + "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
-
-
-def _answers(evaluation: dict | None) -> str:
-    """Base and trained greedy answers side by side on the same held-out prompts; the system prompt once."""
-    if not evaluation:
-        return ""
-    base = evaluation.get("base", {}).get("examples") or []
-    trained = evaluation.get("trained", {}).get("examples") or []
-    if not trained:
-        return ""
-    mark = {True: "&#10003; right", False: "&#10007; wrong"}
-    rows = [[f"<pre>{_e(t.get('prompt'))}</pre>",
-             f"<pre>{_e(b.get('completion'))}</pre>{mark.get(b.get('correct'), '')}" if b else "",
-             f"<pre>{_e(t.get('completion'))}</pre>{mark.get(t.get('correct'), '')}"]
-            for b, t in zip(base + [{}] * (len(trained) - len(base)), trained)]
-    system = evaluation.get("trained", {}).get("system_prompt")
-    intro = f"<p>System prompt of every question:</p><pre>{_e(system)}</pre>" if system else ""
-    return ("<h2>Base vs trained answers (greedy, held-out)</h2>" + intro
-            + _table(["question", "base model", "trained"], rows))
 
 
 def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
@@ -360,7 +339,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     parts.append("<h2>Training curves</h2>")
     parts.append(f'<div class="plots">{"".join(images)}</div>' if images
                  else '<p class="muted">No metrics logged yet.</p>')
-    parts.append(_answers(evaluation))
+    parts.append(answers_html(evaluation, _table))
 
     failures = rundir.read_jsonl(run_dir / "reward_failures.jsonl")
     if failures:
@@ -371,7 +350,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
                      + ", ".join(f"{_e(k)}: {v}" for k, v in counts.items())
                      + " samples scored None because the reward raised or returned NaN (last 5 below).</p>")
         parts.append(_table(["step", "reward", "error", "completion"], [
-            [_e(f.get("step")), _e(f.get("reward")), _e(f.get("error")), f"<pre>{_e(f.get('completion'))}</pre>"]
+            [_e(f.get("step")), _e(f.get("reward")), _e(f.get("error")), completion_html(f)]
             for f in failures[-5:]]))
 
     if evaluation:
@@ -385,7 +364,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     parts.append(f"<h2>Training samples (last {len(shown)} of {len(samples)})</h2>")
     if shown:
         parts.append(_table(["step", "question", "completion", "rewards"], [
-            [_e(s.get("step")), f"<pre>{_e(s.get('prompt'))}</pre>", f"<pre>{_e(s.get('completion'))}</pre>",
+            [_e(s.get("step")), f"<pre>{_e(s.get('prompt'))}</pre>", completion_html(s),
              "<br>".join(f"{_e(k)}: {_num(v)}" for k, v in (s.get("rewards") or {}).items())] for s in shown]))
     else:
         parts.append('<p class="muted">No samples logged yet.</p>')
