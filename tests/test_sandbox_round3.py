@@ -383,6 +383,8 @@ def test_an_honest_job_beside_a_cpu_starving_one_scores_full(extra_workers: int)
     tests = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (3_000_000, 3_500_000, 4_000_000)]
     jobs = [make_job(hog, ["assert f(1) == 0"], "", 4.0, 512), make_job(honest, tests, "", 6.0, 512)] * 3
     try:
+        if extra_workers and box.layers()["cgroup cpu"].startswith("refused"):  # a normal user, a container
+            pytest.skip("slots sharing CPUs without a cpu cgroup: said as a threat at run start (remaining_threats)")
         if extra_workers:
             assert "cgroup v" in box.layers()["cgroup cpu"], "the cpu cgroup is the layer under test here"
         results = box.run_many(jobs)

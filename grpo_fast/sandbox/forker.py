@@ -140,7 +140,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
         KERNEL.seal()
-        enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)
+        enter_environment(isolation.JOB_WORKDIR if level in isolation.NAMESPACED else workdir)
         judge.main(3, 4)
     finally:
         os._exit(1)
@@ -192,7 +192,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
-    pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
+    pidns = isolation.PidNamespaces() if level in isolation.NAMESPACED else None
     networks = isolation.SlotNetwork() if pidns is not None else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
@@ -200,7 +200,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         isolation.minimal_root(*root_view(site_dirs))
     if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
         limits.Seccomp(seccomp.template).install()
-    if level == isolation.STRONGEST:  # every job runs in the same working directory: its environment is set here
+    if level in isolation.NAMESPACED:  # every job runs in the same working directory: its environment is set here
         enter_environment(isolation.JOB_WORKDIR)
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
         stream.flush()
@@ -237,7 +237,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if cpu is not None and os.sched_getaffinity(0) != {cpu}:  # the kernel moved us (CPU offline, cpuset)
                     os.sched_setaffinity(0, {cpu})  # the job's processes must be born on the slot's CPU, or none
                 off = int(desc["uid"]) % UID_SPAN
-                uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
+                uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != isolation.USERNS else (0, 0)
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.next_job()
                 if KERNEL.slots is not None:
@@ -288,7 +288,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 judge_uid, _, program = judges.pop(pid)
                 if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
                     running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
-                if level != isolation.STRONGEST:
+                if level not in isolation.NAMESPACED:
                     exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
                 if pid in waiting:
                     report.send(waiting.pop(pid))
@@ -297,10 +297,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if prog is None:
                 continue  # an adopted orphan
             del by_id[prog.id]
-            if level != isolation.STRONGEST:
+            if level not in isolation.NAMESPACED:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
-            if KERNEL.seccomp is None and level != "rlimits-only":  # no filter kept it from adding kernel keys
+            if KERNEL.seccomp is None and level in ("uid-drop", isolation.STRONGEST):  # nothing kept it from keys
                 if pidns is not None:
                     pidns.before_fork()
                 limits.clear_user_keys(prog.uid)

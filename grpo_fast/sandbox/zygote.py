@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, decoder, forker, isolation, judge, limits, wire
+from . import cgroups, decoder, forker, isolation, judge, limits, userns, wire
 from .stdio import IoRow
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -370,12 +370,15 @@ class Zygote:
 
 def main(argv: list[str]) -> None:
     """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
+    requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
+    refused_userns = ""
+    if os.geteuid() != 0 and requested not in ("uid-drop", "rlimits-only"):  # a normal user: namespaces of our own
+        refused_userns = userns.enter_pool()
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
-    requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
-    warnings = []
+    warnings = [f"a normal user's namespaces: {refused_userns}"] if refused_userns else []
     seccomp, why = limits.seccomp_filter()
     why = why or (limits.filters_work(seccomp) if seccomp else "")
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
@@ -404,8 +407,8 @@ def main(argv: list[str]) -> None:
             pass
     from . import connection, runner  # noqa: F401 - loaded once here, not in every process
 
-    private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
-    if level == isolation.STRONGEST and not private_root:
+    private_root = level in isolation.NAMESPACED and isolation.minimal_root_works(*forker.root_view(site_dirs))
+    if level in isolation.NAMESPACED and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
     zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
     _send(1, {"level": level, "warnings": warnings, "layers": layers})
@@ -414,7 +417,7 @@ def main(argv: list[str]) -> None:
 
 def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
     """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
-    strongest = level == isolation.STRONGEST
+    strongest = level in isolation.NAMESPACED
     layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
     layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
