@@ -67,6 +67,21 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
         assert proc.returncode < 0 or "Killed" in proc.stderr or proc.stdout == ""
 
 
+SUITES = ("test_sandbox.py", "test_sandbox_forge.py", "test_sandbox_wire.py", "test_sandbox_round3.py",
+          "test_sandbox_honest.py", "test_sandbox_honest_families.py")
+
+
+@needs_users
+def test_the_sandbox_suites_pass_as_a_normal_user() -> None:
+    """Every hostile case of the sandbox's suites held and every honest case at full credit, as a normal uid."""
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *(str(HERE / s) for s in SUITES)]
+    proc = host_kinds.as_user(argv, host_kinds.make_user(), timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all("root" in line or "memory cgroup" in line or "cpu cgroup" in line or "mount namespaces" in line
+               for line in skipped), skipped  # only what needs root itself, or a cgroup a normal user lacks
+
+
 def test_six_threats_held_on_the_root_host() -> None:
     if os.geteuid() != 0:
         pytest.skip("the root host's run")
