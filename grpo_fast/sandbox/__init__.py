@@ -3,6 +3,7 @@
 A one-way stack, lowest first (details in docs/sandbox.md); each module imports only modules above it in this list:
 
 * ``limits``, ``cgroups`` -- the kernel's limits: rlimits, a seccomp filter, kernel keys; a cgroup per worker slot.
+* ``userns`` -- a normal user's way to the same namespaces: a user namespace for the pool, one per job process.
 * ``isolation`` -- namespaces, private mounts, uid drop: capabilities are taken away, Python is not.
 * ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
   nested in both directions, and the containers a test hands over kept in step.
@@ -16,6 +17,7 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 * ``stdio`` -- stdin/stdout tests: one run per test, the output judged as data outside the program.
 * ``warmup`` -- the template runs its own channel code once on built-in data, so no fork has to specialise it.
 * ``forker``, ``zygote`` -- the warm pool: a fresh judge and a fresh program process per job (per stdin test).
+* ``startup`` -- what the host allows (level, kernel layers, refusals), said in the pool's hello; then it serves.
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.
 
 Only the standard library is imported: the zygote loads this package on its own, without grpo_fast.

@@ -32,8 +32,8 @@ _BOOT = """import sys, types
 pkg = types.ModuleType("grpo_fast_sandbox")
 pkg.__path__ = [sys.argv[1]]
 sys.modules["grpo_fast_sandbox"] = pkg
-from grpo_fast_sandbox import zygote
-zygote.main(sys.argv[2:])
+from grpo_fast_sandbox import startup
+startup.main(sys.argv[2:])
 """
 
 
