@@ -12,6 +12,8 @@ from pathlib import Path
 import host_kinds
 import pytest
 
+from grpo_fast.sandbox import cleanup
+
 HERE = Path(__file__).resolve().parent
 THREATS = ("token read", "ssh key read", "sent to a local socket", "wrote into $HOME", "killed a process of the user",
            "left state for the next job")
@@ -59,6 +61,7 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
     for left in [*(Path(d).glob("grpo_sbx_*") for d in ("/tmp", "/var/tmp", "/dev/shm", entry.pw_dir))]:
         for path in left:  # what the attack left on the host at this level
             path.unlink()
+    cleanup.remove_ipc(entry.pw_uid)
     if proc.returncode == 0:  # the program's kill(-1) may well have ended the scenario itself: a threat too
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["level"] == "rlimits-only"
@@ -80,6 +83,35 @@ def test_the_sandbox_suites_pass_as_a_normal_user() -> None:
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
     assert all("root" in line or "memory cgroup" in line or "cpu cgroup" in line or "mount namespaces" in line
                for line in skipped), skipped  # only what needs root itself, or a cgroup a normal user lacks
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="builds a container-like view of this host as root")
+
+
+def _in_container(argv: list[str], env: dict | None = None):
+    return host_kinds.in_container(argv, timeout=1200, env=env or {})
+
+
+@needs_root
+def test_six_threats_held_in_a_container() -> None:
+    """Root in a stock container (no new namespaces, read-only cgroups, Docker's seccomp profile): Landlock, the
+    seccomp filter's confinement and clean-up by uid hold what namespaces hold elsewhere."""
+    proc = _in_container([sys.executable, str(HERE / "six_threats.py")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["level"] == "landlock+uid-drop", report["layers"]
+    assert report["layers"]["cgroup memory"].startswith("refused"), "the container's cgroups are read-only"
+    assert report["layers"]["landlock"].startswith("holds") and report["layers"]["seccomp"].startswith("holds")
+    _held(report)
+
+
+@needs_root
+def test_the_sandbox_suites_pass_in_a_container() -> None:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *(str(HERE / s) for s in SUITES)]
+    proc = _in_container(argv)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all("namespaces" in line or "memory cgroup" in line or "cpu cgroup" in line for line in skipped), skipped
 
 
 def test_six_threats_held_on_the_root_host() -> None:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, isolation, judge, limits, pytest_run
+from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, pytest_run
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -37,29 +37,7 @@ IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
 UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
 
 
-@dataclass
-class Kernel:
-    """The kernel's layers a job's processes enter (``cgroups``, ``limits``); None where the host refused one."""
-
-    slots: cgroups.SlotLimits | None = None
-    seccomp: limits.Seccomp | None = None
-
-    def enter(self, judge: bool = False) -> None:
-        """Before anything of the job runs: into the slot's cgroups (the process is still privileged)."""
-        if self.slots is not None:
-            self.slots.join(judge)
-
-    def seal(self) -> None:
-        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
-        part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its
-        release walks all the host's keys: docs/sandbox.md)."""
-        if self.seccomp is not None:
-            self.seccomp.install()
-        else:
-            limits.new_session_keyring()
-
-
-KERNEL = Kernel()  # set once by ``main``, before the template forks anything
+KERNEL = kernel.Kernel()  # set once by ``main``, before the template forks anything
 
 
 @dataclass
@@ -96,7 +74,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
-        KERNEL.seal()
+        KERNEL.seal(workdir)
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
@@ -139,7 +117,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
-        KERNEL.seal()
+        KERNEL.seal(workdir)
         enter_environment(isolation.JOB_WORKDIR if level in isolation.NAMESPACED else workdir)
         judge.main(3, 4)
     finally:
@@ -169,6 +147,8 @@ def enter_environment(workdir: str) -> None:
         os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
                            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
         _environment_of = workdir
+        if "tempfile" in sys.modules:  # the forker's own (the host's /tmp) is not the job's: found again from TMPDIR
+            sys.modules["tempfile"].tempdir = None
 
 
 def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
@@ -187,8 +167,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     global KERNEL
     if cpu is not None:  # every process of the slot's jobs is born here; the filter keeps them here
         os.sched_setaffinity(0, {cpu})  # refused (the CPU went offline): this forker dies, the pool restarts
-    KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the root is left
-                    limits.Seccomp(seccomp.job) if seccomp else None)
+    KERNEL = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the
+                           limits.Seccomp(seccomp.job) if seccomp else None)  # root is left
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
@@ -198,6 +178,11 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
         isolation.minimal_root(*root_view(site_dirs))
+    if level == isolation.LANDLOCK:  # reads of what a program needs, for every job (each adds its own layer)
+        KERNEL.landlock = landlock.Landlock(landlock.abi())
+        keep, hide = root_view(site_dirs)
+        KERNEL.landlock.confine_template([*isolation.SYSTEM_DIRS, *keep], hide,
+                                         list(dict.fromkeys([*cleanup.SHARED_DIRS, _tempdir()])))
     if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
         limits.Seccomp(seccomp.template).install()
     if level in isolation.NAMESPACED:  # every job runs in the same working directory: its environment is set here
@@ -290,6 +275,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
                 if level not in isolation.NAMESPACED:
                     exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
+                    if level in isolation.UID_DROPPED:
+                        cleanup.remove_owned(judge_uid)
                 if pid in waiting:
                     report.send(waiting.pop(pid))
                 continue
@@ -300,7 +287,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if level not in isolation.NAMESPACED:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
-            if KERNEL.seccomp is None and level in ("uid-drop", isolation.STRONGEST):  # nothing kept it from keys
+                if level in isolation.UID_DROPPED:  # its files, IPC objects and queues: none reaches the next job
+                    cleanup.remove_owned(prog.uid)
+            if KERNEL.seccomp is None and level in isolation.UID_DROPPED:  # nothing kept it from keys
                 if pidns is not None:
                     pidns.before_fork()
                 limits.clear_user_keys(prog.uid)
@@ -323,7 +312,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
     try:
         if pidns is None:
             workdir = _tempdir(new=True)
-            if level == "uid-drop":
+            if level in isolation.UID_DROPPED:
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
     except OSError:

@@ -16,18 +16,22 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from . import limits, userns
+from . import landlock, limits, userns
 
 LEVELS = {
     "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
     "namespaces+userns": "as a normal user: a user namespace with new PID, mount and network namespaces; private "
                          "/proc and /tmp; no capabilities",
+    "landlock+uid-drop": "root without namespaces (a container): an unprivileged uid per job, Landlock (files, TCP, "
+                         "signals), seccomp (no network socket, no IPC), clean-up by uid",
     "uid-drop": "separate process as an unprivileged uid, rlimits, killed by uid; network NOT blocked",
     "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
 }
 STRONGEST = "namespaces+uid-drop"
 USERNS = "namespaces+userns"
 NAMESPACED = frozenset({STRONGEST, USERNS})  # the levels with a PID, mount and network namespace per job
+LANDLOCK = "landlock+uid-drop"
+UID_DROPPED = frozenset({STRONGEST, LANDLOCK, "uid-drop"})  # a uid of its own per job process
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x40000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
@@ -263,7 +267,7 @@ def detect_level(requested: str) -> str:
         if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
             return USERNS
     elif os.geteuid() == 0:
-        best = "uid-drop"
+        best = LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
         if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
             best = STRONGEST
     if requested in LEVELS and order.index(requested) > order.index(best):
@@ -364,7 +368,7 @@ def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]
             except OSError:
                 continue
             mine = level == "rlimits-only" and int(st.get("PPid", "0")) == me
-            if level == "uid-drop":
+            if level in UID_DROPPED:
                 mine = int(st.get("Uid", "0 0").split()[1]) == uid
             if mine:
                 found = True

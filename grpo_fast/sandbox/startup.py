@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from . import cgroups, forker, isolation, limits, userns
+from . import cgroups, forker, isolation, landlock, limits, userns
 from .zygote import Zygote, send
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -30,8 +30,10 @@ def main(argv: list[str]) -> None:
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = isolation.detect_level(requested)
     warnings = [f"a normal user's namespaces: {refused_userns}"] if refused_userns else []
-    seccomp, why = limits.seccomp_filter()
+    seccomp, why = limits.seccomp_filter(confine=level == isolation.LANDLOCK)
     why = why or (limits.filters_work(seccomp) if seccomp else "")
+    if level == isolation.LANDLOCK and why:  # its network and IPC closures are the filter's: not this level
+        level = "uid-drop"
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
     # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
     # other cases -- slots sharing CPUs, or unpinned, or no filter.
@@ -72,4 +74,8 @@ def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: st
     layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
     layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
+    if level == isolation.LANDLOCK:
+        layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi()).holds()})"
+    elif level == "uid-drop":
+        layers["landlock"] = "refused: " + ("not in this kernel" if not landlock.abi() else f"only {level} asked")
     return layers
