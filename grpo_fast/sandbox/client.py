@@ -251,7 +251,8 @@ def describe_isolation() -> str:
 
 
 LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a user checks against
-    "landlock+uid-drop": ("processes: the host's process list visible in /proc (not their memory or environment)",),
+    "landlock+uid-drop": ("processes: the host's process list visible in /proc (not their memory or environment)",
+                          "host file names: visible (not the contents of any file outside the system and packages)"),
     "uid-drop": ("host files: the world-readable ones readable", "network: open",
                  "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
     "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",
