@@ -259,8 +259,8 @@ LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a
                      "leftovers: /tmp shared between jobs"),
 }
 LAYER_THREATS = {  # a refused kernel layer, and what that leaves open
-    "cgroup memory": "memory: limited per process only (a job's processes and shared memory together can exceed "
-                     "memory_mb)",
+    "cgroup memory": "memory: the job's total is measured every 20 ms, not held by the kernel (a burst can pass "
+                     "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB)",
     "seccomp": "kernel calls: unfiltered (ptrace, new namespaces, kernel keys, io_uring)",
     "cgroup cpu": "CPU: a job with many processes can slow the job beside it (slots share CPUs)",
 }

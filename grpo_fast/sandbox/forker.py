@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, pytest_run
+from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, memory, pytest_run
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -47,6 +47,7 @@ class _Program:
     deadline: float
     workdir: str
     judge: int  # the job's judge: the exit report waits until it is gone too
+    memory_mb: int = 0
     stop_at: float = float("inf")
     timed_out: bool = False
 
@@ -59,7 +60,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter()
-        workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
+        workdir = isolation.private_workdir(level, uid, workdir, kernel.root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
             places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3))
@@ -74,7 +75,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
-        KERNEL.seal(workdir)
+        KERNEL.seal(workdir, program=True)
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
@@ -107,7 +108,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.setsid()
         KERNEL.enter(judge=True)
         workdir = "/" if private_root and not desc.get("scratch") else \
-            isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
+            isolation.private_workdir(level, uid, _tempdir(), kernel.root_view(site_dirs)[0])  # scratch: a pytest job
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -122,14 +123,6 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         judge.main(3, 4)
     finally:
         os._exit(1)
-
-
-def job_cpus(workers: int) -> list[int]:
-    """The CPUs slots are pinned to, one each; none (no pinning) when the pool has fewer workers than CPUs, so
-    that a job may use the CPUs nobody else does. A job's judge and program then share their slot's CPU: their
-    requests and replies pass on one core, without waking another; its threads and pools run, on that CPU."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return cpus if workers >= len(cpus) else []
 
 
 JOB_CPU_COUNT = min(os.cpu_count() or 1, limits.CPU_COUNT)  # read once: in a job's mount namespace it costs a file read
@@ -149,12 +142,6 @@ def enter_environment(workdir: str) -> None:
         _environment_of = workdir
         if "tempfile" in sys.modules:  # the forker's own (the host's /tmp) is not the job's: found again from TMPDIR
             sys.modules["tempfile"].tempdir = None
-
-
-def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
-    """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that."""
-    return [sys.base_prefix, sys.prefix, *site_dirs], [os.path.join(d, h) for d in site_dirs
-                                                        for h in isolation.HIDDEN_IN_PACKAGES]
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
@@ -177,10 +164,14 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
-        isolation.minimal_root(*root_view(site_dirs))
+        isolation.minimal_root(*kernel.root_view(site_dirs))
+    watch = None
+    if "memory" not in slot_cgroups.slots:  # the kernel's per-job memory limit is refused: ``memory`` instead
+        watch = memory.Watch(shared_shm=pidns is None)
+        KERNEL.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
     if level == isolation.LANDLOCK:  # reads of what a program needs, for every job (each adds its own layer)
         KERNEL.landlock = landlock.Landlock(landlock.abi())
-        keep, hide = root_view(site_dirs)
+        keep, hide = kernel.root_view(site_dirs)
         KERNEL.landlock.confine_template([*isolation.SYSTEM_DIRS, *keep], hide,
                                          list(dict.fromkeys([*cleanup.SHARED_DIRS, _tempdir()])))
     if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
@@ -205,9 +196,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone too
     while True:
         now = time.monotonic()
-        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values())],
-                  default=None)
-        ready = select.select([jobs, wake_r], [], [], None if due is None else max(0.0, due - now))[0]
+        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values()),
+                   *([watch.next_at] if watch is not None and running else [])], default=None)
+        watched = [watch.fd] if watch is not None and watch.fd >= 0 and running else []
+        ready = select.select([jobs, wake_r, *watched], [], [], None if due is None else max(0.0, due - now))[0]
+        if watched and watched[0] in ready:
+            watch.woken()
         if jobs in ready:
             msg, fds, _flags, _addr = socket.recv_fds(jobs, 1 << 16, 8)
             if not msg:
@@ -225,6 +219,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != isolation.USERNS else (0, 0)
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.next_job()
+                    if watch is not None:
+                        memory.limit_ipc_namespace(int(desc["memory_mb"]))
                 if KERNEL.slots is not None:
                     try:
                         KERNEL.slots.prepare(int(desc["memory_mb"]))
@@ -250,7 +246,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
                         judges[judge] = (judge_uid, t, pid)
-                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
+                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge, int(desc["memory_mb"]))
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
                 prog = running[by_id[desc["id"]]]
@@ -259,6 +255,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             while _drain(wake_r):
                 pass
         now = time.monotonic()
+        if watch is not None:  # over its memory limit: killed, as a cgroup's OOM killer would
+            orphans = [] if pidns is not None else [p for p in memory.children(os.getpid())
+                                                    if p not in running and p not in judges]
+            for pid in watch.over({p: (None if pidns is not None else prog.uid, prog.memory_mb << 20)
+                                   for p, prog in running.items()}, orphans, now):
+                _kill(pid)
         for pid, prog in running.items():
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline

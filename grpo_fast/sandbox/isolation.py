@@ -162,8 +162,8 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     os.makedirs(new + "/dev/shm")
     for d in ("/proc", "/tmp", "/var/tmp"):
         os.makedirs(new + d, exist_ok=True)
-    if userns.active:  # a user namespace may mount a /proc only where one is fully visible: this one, pid-less
-        mount("proc", new + "/proc", "proc", _MS_NOSUID | _MS_NODEV, "hidepid=invisible")
+    if userns.active:  # a user namespace may mount a /proc only where one is fully visible: this one
+        mount("proc", new + "/proc", "proc", _MS_NOSUID | _MS_NODEV, None)  # the forker's memory watch reads it
     for name in _DEVICES:
         if os.path.exists("/dev/" + name):
             open(new + "/dev/" + name, "w").close()

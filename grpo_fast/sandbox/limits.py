@@ -122,6 +122,7 @@ class Filters(NamedTuple):
 
     template: bytes
     job: bytes
+    program: bytes = b""  # where the memory cgroup is refused: no memory file a program could fill unmapped
 
 
 SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
@@ -170,7 +171,8 @@ def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
         if prog is None:
             return None, why
         parts.append(prog)
-    return Filters(*parts), ""
+    prog, why = _compile(lib, [(deny, "memfd_create", [])])
+    return Filters(*parts, program=prog or b""), ""
 
 
 def _compile(lib: ctypes.CDLL, rules: list[tuple[int, str, list[_ArgCmp]]]) -> tuple[bytes | None, str]:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from . import cgroups, forker, isolation, landlock, limits, userns
+from . import cgroups, isolation, kernel, landlock, limits, userns
 from .zygote import Zygote, send
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
     # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
     # other cases -- slots sharing CPUs, or unpinned, or no filter.
-    own_cpu = len(forker.job_cpus(workers)) == workers and not why
+    own_cpu = len(kernel.job_cpus(workers)) == workers and not why
     controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
     slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
     cgroups.start_janitor(slot_cgroups)
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> None:
             pass
     from . import connection, runner  # noqa: F401 - loaded once here, not in every process
 
-    private_root = level in isolation.NAMESPACED and isolation.minimal_root_works(*forker.root_view(site_dirs))
+    private_root = level in isolation.NAMESPACED and isolation.minimal_root_works(*kernel.root_view(site_dirs))
     if level in isolation.NAMESPACED and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
     zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
@@ -74,6 +74,9 @@ def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: st
     layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
     layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
+    if not layers.get("cgroup memory", "").startswith("holds"):  # sandbox.memory: what holds a job's memory instead
+        layers["memory watch"] = "holds (per process RLIMIT_AS; the job's processes measured every 20 ms" + \
+            ("; no memory files; SysV shared memory within the limit)" if not seccomp_refused else ")")
     if level == isolation.LANDLOCK:
         layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi()).holds()})"
     elif level == "uid-drop":

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, decoder, forker, isolation, judge, limits, wire
+from . import cgroups, decoder, forker, isolation, judge, kernel, limits, wire
 from .stdio import IoRow
 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
@@ -102,7 +102,7 @@ class Zygote:
         self.reports = bytearray()
         self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
         rep_r, rep_w = os.pipe()  # every forker's exit reports
-        cpus = forker.job_cpus(workers)
+        cpus = kernel.job_cpus(workers)
         self.forkers: list[socket.socket] = []  # slot -> the line to its forker (which only reads it: EOF = died)
         for slot in range(workers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
