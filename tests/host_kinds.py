@@ -137,8 +137,8 @@ def in_container(argv: list[str], timeout: float = 600, **kw) -> subprocess.Comp
     """Run ``argv`` as root in a container-like view of this host (``_contain``)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": container_home(), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
            **kw.pop("env", {})}
-    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_contain, timeout=timeout, capture_output=True,
-                          text=True, **kw)
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_contain, timeout=timeout,
+                          capture_output=kw.pop("capture", True), text=True, **kw)
 
 
 def as_user(argv: list[str], entry: pwd.struct_passwd, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -146,7 +146,7 @@ def as_user(argv: list[str], entry: pwd.struct_passwd, timeout: float = 600, **k
     env = {"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir, "USER": entry.pw_name, "LANG": "C.UTF-8",
            "PYTHONPATH": str(ROOT), **kw.pop("env", {})}
     return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=lambda: _become(entry), timeout=timeout,
-                          capture_output=True, text=True, **kw)
+                          capture_output=kw.pop("capture", True), text=True, **kw)
 
 
 if __name__ == "__main__":

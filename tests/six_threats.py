@@ -16,6 +16,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -63,7 +64,7 @@ def _listen(received: list[bytes], stop: threading.Event) -> tuple[str, int]:
     return path, tcp.getsockname()[1]
 
 
-def main() -> dict:
+def main(kill_all: bool = True) -> dict:
     home = os.path.expanduser("~")
     received: list[bytes] = []
     stop = threading.Event()
@@ -116,8 +117,8 @@ print(seen)
 def f(x):
     return x + 1 if not seen else 0
 """
-    kill_all = "import os, signal\nfor s in (signal.SIGKILL, signal.SIGSTOP):\n    try:\n        os.kill(-1, s)\n" \
-               "    except OSError:\n        pass\ndef f(x):\n    return x + 1"
+    killer_program = ("import os, signal\nfor s in (signal.SIGKILL, signal.SIGSTOP):\n    try:\n"
+                      "        os.kill(-1, s)\n    except OSError:\n        pass\ndef f(x):\n    return x + 1")
     honest = "def f(x):\n    return x + 1"
     tests = ["assert f(1) == 2", "assert f(41) == 42"]
     box = sb.Sandbox(workers=2)
@@ -127,7 +128,7 @@ def f(x):
         first = box.run_many([sb.make_job(attack, tests, timeout=5)])[0]
         time.sleep(0.3)
         after = box.run_many([sb.make_job(leftovers, tests, timeout=5) for _ in range(2)])
-        killer = box.run_many([sb.make_job(kill_all, tests, timeout=5)])[0]
+        killer = box.run_many([sb.make_job(killer_program if kill_all else honest, tests, timeout=5)])[0]
         time.sleep(0.2)
         healthy = box.run_many([sb.make_job(honest, tests, timeout=5) for _ in range(4)])
         alive = box.pid == zygote
@@ -173,4 +174,4 @@ def _clean(paths: list[str]) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    print(json.dumps(main()))
+    print(json.dumps(main(kill_all="--no-kill-all" not in sys.argv)))  # without it: a weak level's threat table

@@ -107,8 +107,11 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter(judge=True)
+        own = level in isolation.UID_DROPPED and level not in isolation.NAMESPACED  # a directory of its uid's
         workdir = "/" if private_root and not desc.get("scratch") else \
-            isolation.private_workdir(level, uid, _tempdir(), kernel.root_view(site_dirs)[0])  # scratch: a pytest job
+            isolation.private_workdir(level, uid, _tempdir(new=own), kernel.root_view(site_dirs)[0])  # scratch: pytest
+        if own:  # removed with everything else its uid owns when it exits (cleanup)
+            os.chown(workdir, uid, uid)
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
