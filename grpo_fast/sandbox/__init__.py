@@ -3,8 +3,11 @@
 A one-way stack, lowest first (details in docs/sandbox.md); each module imports only modules above it in this list:
 
 * ``limits``, ``cgroups`` -- the kernel's limits: rlimits, a seccomp filter, kernel keys; a cgroup per worker slot.
-* ``userns`` -- a normal user's way to the same namespaces: a user namespace for the pool, one per job process.
+* ``userns``, ``landlock`` -- a normal user's way to the same namespaces (a user namespace for the pool, one per
+  job process); where namespaces are refused (a container), Landlock's layers.
 * ``isolation`` -- namespaces, private mounts, uid drop: capabilities are taken away, Python is not.
+* ``kernel``, ``cleanup``, ``memory`` -- the layers a job's processes enter; clean-up by uid where jobs share the
+  host's directories; a job's memory where cgroups are refused.
 * ``wire``, ``decoder``, ``channel``, ``mutables`` -- frames and the data-only value codec, requests and replies
   nested in both directions, and the containers a test hands over kept in step.
 * ``scratch`` -- the working directory a pytest job's test and program share, kept in step file by file.
