@@ -266,6 +266,9 @@ def environment_rows() -> list[Check]:
             held = state.startswith("holds")
             rows.append(Check(f"  {layer}", "holds" if held else "refused", OK if held else WARN,
                               state[len("holds"):].strip(" ()") if held else state.split(":", 1)[-1].strip()))
+        for threat in default_sandbox().threats():  # what a generated program can still reach here
+            what, _, detail = threat.partition(": ")
+            rows.append(Check(f"  reachable: {what}", detail.split(" (")[0], WARN, threat))
     except Exception as err:  # the sandbox only matters for the code recipe
         rows.append(Check("code sandbox", "unavailable", WARN, f"{type(err).__name__}: {err}"[:160]))
     cache = cache_dir()

@@ -106,7 +106,8 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                "reward_max": preps[-1].rewards.max_total, "wall_s": wall, "s_per_step": wall / max(1, done),
                "backend": loaded.backend.name, "trackers": trackers.where(cfg, run_dir),
                "health": [r.monitor.summary() for r in results if r.monitor],
-               "cpu_choices": next((r.cpu_choices for r in results if r.cpu_choices), None)}
+               "cpu_choices": next((r.cpu_choices for r in results if r.cpu_choices), None),
+               "sandbox": preps[0].sandbox}
     if main:
         try:
             save_run(run_dir, cfg, loaded, summary)

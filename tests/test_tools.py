@@ -24,7 +24,8 @@ def test_nothing_is_shared_between_episodes(session: PythonSession) -> None:
     other = PythonSession()
     session.python("secret = 42\nopen('/tmp/note.txt', 'w').write('42')")
     assert "NameError" in other.python("secret")
-    assert "FileNotFoundError" in other.python("open('/tmp/note.txt').read()")
+    note = other.python("open('/tmp/note.txt').read()")  # not there (a /tmp of its own), or out of reach (Landlock)
+    assert "FileNotFoundError" in note or "PermissionError" in note, note
     session.reset()
     assert "NameError" in session.python("secret")
 
@@ -42,7 +43,8 @@ def test_errors_come_back_as_text_and_the_session_goes_on(session: PythonSession
     ("while True:\n    pass", "timed out"),
     ("import os\nwhile True:\n    os.fork()", ""),
     ("x = bytearray(1 << 34)", "MemoryError"),
-    ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)", "unreachable"),
+    ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
+     "unreachable|Operation not permitted"),  # an empty network namespace | no network socket (a container)
     ("open('/etc/passwd', 'a').write('x')", "Errno"),
     ("import os\nos.kill(1, 9)\nprint('alive')", ""),
     ("import os\nprint(sorted(os.listdir('/proc')))", ""),
@@ -50,7 +52,7 @@ def test_errors_come_back_as_text_and_the_session_goes_on(session: PythonSession
 def test_hostile_calls_harm_nothing(session: PythonSession, code: str, expect: str) -> None:
     session.python("kept = 'before'")
     out = session.python(code)
-    assert expect in out
+    assert any(e in out for e in expect.split("|")), out
     assert session.python("kept") == "'before'\n"  # the episode still works; the hostile cell was not kept
     assert "NameError" in PythonSession().python("kept")  # and a new episode starts clean
 

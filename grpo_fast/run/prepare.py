@@ -39,6 +39,8 @@ class Prepared:
     """The gold self-test: every row's reference (or a stated sample) scored, what failed and why."""
     thinking: ThinkingMode = field(default_factory=lambda: ThinkingMode(False))
     """The run's thinking mode (models.thinking): the same in training, evaluation, chat and generate."""
+    sandbox: dict[str, Any] | None = None
+    """A run that scores code: the sandbox's level and what a program can still reach (summary.json, report)."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -82,6 +84,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report.append(stats.line())
     rewards = thinking.rewards(run_rewards(cfg, recipe), int(cfg.args.max_completion_length or 0) or None)
     report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
+    sandbox = sandbox_check(cfg, rewards, tools, report)  # before the gold self-test runs any code
     audit = audit_gold(rewards, train_rows, recipe.gold)
     if audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
         dropped = {i for i, _ in audit.failures}
@@ -93,7 +96,36 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     else:
         report.append(audit.summary())
     report.append(memory_line(cfg, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox)
+
+
+SANDBOX_FIXES = {  # what lifts a host to the strongest levels, by where it stopped
+    "rlimits-only": "run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+                    "on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)",
+    "uid-drop": "give the container namespaces (docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN, "
+                "or --privileged)",
+}
+
+
+def sandbox_check(cfg: RunConfig, rewards: RewardSet, tools: list[dict] | None,
+                  report: list[str]) -> dict[str, Any] | None:
+    """A run that scores code (a code reward, the python tool): say the sandbox's level and what a generated program
+    can still reach on this host; refuse (exit 2) below ``sandbox_min_level``. None: the run runs no code."""
+    tool_names = {s["function"]["name"] for s in tools or []}
+    if not any(n.startswith("code_execution") for n in rewards.names) and "python" not in tool_names:
+        return None
+    from grpo_fast.sandbox import default_sandbox, weaker_than
+
+    box = default_sandbox()
+    level, threats = box.level(), box.threats()
+    reach = "; ".join(threats) if threats else "nothing known"
+    if cfg.sandbox_min_level and weaker_than(level, cfg.sandbox_min_level):
+        fix = SANDBOX_FIXES.get(level, "run as root on a host with namespaces")
+        raise UserError(f"the code sandbox isolates only at {level!r} here, below sandbox_min_level "
+                        f"{cfg.sandbox_min_level!r} (a generated program can reach: {reach})",
+                        cfg.where("sandbox_min_level"), f"{fix}; or lower sandbox_min_level")
+    report.append(f"code sandbox: {level}; what a generated program can still reach: {reach}")
+    return {"level": level, "threats": threats}
 
 
 def tool_list(cfg: RunConfig, recipe: Recipe, tokenizer: Any, report: list[str]) -> list[dict] | None:

@@ -32,8 +32,8 @@ _BOOT = """import sys, types
 pkg = types.ModuleType("grpo_fast_sandbox")
 pkg.__path__ = [sys.argv[1]]
 sys.modules["grpo_fast_sandbox"] = pkg
-from grpo_fast_sandbox import zygote
-zygote.main(sys.argv[2:])
+from grpo_fast_sandbox import startup
+startup.main(sys.argv[2:])
 """
 
 
@@ -144,6 +144,12 @@ class Sandbox:
             log.warning("code sandbox running at reduced isolation %r: %s", self._level, LEVELS[self._level])
         return self._proc
 
+    def threats(self) -> list[str]:
+        """What a generated program can still reach on this host (``remaining_threats``); empty: none known."""
+        with self._lock:
+            self._ensure()
+            return remaining_threats(self._level, self._layers)
+
     @staticmethod
     def _read(proc: subprocess.Popen[bytes], deadline: float) -> dict[str, Any] | None:
         fd = proc.stdout.fileno()  # type: ignore[union-attr]
@@ -242,6 +248,36 @@ def isolation_level() -> str:
 def describe_isolation() -> str:
     level = isolation_level()
     return f"{level}: {LEVELS[level]}"
+
+
+LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a user checks against
+    "landlock+uid-drop": ("processes: the host's process list visible in /proc (not their memory or environment)",
+                          "host file names: visible (not the contents of any file outside the system and packages)"),
+    "uid-drop": ("host files: the world-readable ones readable", "network: open",
+                 "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
+    "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",
+                     "leftovers: /tmp shared between jobs"),
+}
+LAYER_THREATS = {  # a refused kernel layer, and what that leaves open
+    "cgroup memory": "memory: the job's total is measured every 20 ms, not held by the kernel (a burst can pass "
+                     "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB)",
+    "seccomp": "kernel calls: unfiltered (ptrace, new namespaces, kernel keys, io_uring)",
+    "cgroup cpu": "CPU: a job with many processes can slow the job beside it (slots share CPUs)",
+}
+
+
+def remaining_threats(level: str, layers: dict[str, str]) -> list[str]:
+    """The concrete threats a level and its refused layers leave (``your files: readable``, ``network: open``),
+    said at the start of every run that scores code, in its report and by ``grpo-fast doctor``."""
+    found = list(LEVEL_THREATS.get(level, ()))
+    found += [why for layer, why in LAYER_THREATS.items() if str(layers.get(layer, "holds")).startswith("refused")]
+    return found
+
+
+def weaker_than(level: str, minimum: str) -> bool:
+    """``level`` isolates less than ``minimum`` (``LEVELS`` is ordered strongest first)."""
+    order = list(LEVELS)
+    return order.index(level) > order.index(minimum)
 
 
 def run_program(source: str, *, tests: Sequence[str] | None = None, setup: str = "", timeout: float = 5.0,

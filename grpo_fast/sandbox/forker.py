@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, isolation, judge, limits, pytest_run
+from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, memory, pytest_run
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -37,29 +37,7 @@ IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
 UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
 
 
-@dataclass
-class Kernel:
-    """The kernel's layers a job's processes enter (``cgroups``, ``limits``); None where the host refused one."""
-
-    slots: cgroups.SlotLimits | None = None
-    seccomp: limits.Seccomp | None = None
-
-    def enter(self, judge: bool = False) -> None:
-        """Before anything of the job runs: into the slot's cgroups (the process is still privileged)."""
-        if self.slots is not None:
-            self.slots.join(judge)
-
-    def seal(self) -> None:
-        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
-        part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its
-        release walks all the host's keys: docs/sandbox.md)."""
-        if self.seccomp is not None:
-            self.seccomp.install()
-        else:
-            limits.new_session_keyring()
-
-
-KERNEL = Kernel()  # set once by ``main``, before the template forks anything
+KERNEL = kernel.Kernel()  # set once by ``main``, before the template forks anything
 
 
 @dataclass
@@ -69,6 +47,7 @@ class _Program:
     deadline: float
     workdir: str
     judge: int  # the job's judge: the exit report waits until it is gone too
+    memory_mb: int = 0
     stop_at: float = float("inf")
     timed_out: bool = False
 
@@ -81,7 +60,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter()
-        workdir = isolation.private_workdir(level, uid, workdir, root_view(site_dirs)[0])
+        workdir = isolation.private_workdir(level, uid, workdir, kernel.root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
             places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3))
@@ -96,7 +75,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
-        KERNEL.seal()
+        KERNEL.seal(workdir, program=True)
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
             sys.stdin = open(0, closefd=False)  # noqa: SIM115
@@ -128,8 +107,11 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter(judge=True)
+        own = level in isolation.UID_DROPPED and level not in isolation.NAMESPACED  # a directory of its uid's
         workdir = "/" if private_root and not desc.get("scratch") else \
-            isolation.private_workdir(level, uid, _tempdir(), root_view(site_dirs)[0])  # scratch: a pytest job
+            isolation.private_workdir(level, uid, _tempdir(new=own), kernel.root_view(site_dirs)[0])  # scratch: pytest
+        if own:  # removed with everything else its uid owns when it exits (cleanup)
+            os.chown(workdir, uid, uid)
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -139,19 +121,11 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.chdir(workdir)
         isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
         isolation.set_nondumpable()
-        KERNEL.seal()
-        enter_environment(isolation.JOB_WORKDIR if level == isolation.STRONGEST else workdir)
+        KERNEL.seal(workdir)
+        enter_environment(isolation.JOB_WORKDIR if level in isolation.NAMESPACED else workdir)
         judge.main(3, 4)
     finally:
         os._exit(1)
-
-
-def job_cpus(workers: int) -> list[int]:
-    """The CPUs slots are pinned to, one each; none (no pinning) when the pool has fewer workers than CPUs, so
-    that a job may use the CPUs nobody else does. A job's judge and program then share their slot's CPU: their
-    requests and replies pass on one core, without waking another; its threads and pools run, on that CPU."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return cpus if workers >= len(cpus) else []
 
 
 JOB_CPU_COUNT = min(os.cpu_count() or 1, limits.CPU_COUNT)  # read once: in a job's mount namespace it costs a file read
@@ -169,12 +143,8 @@ def enter_environment(workdir: str) -> None:
         os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
                            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
         _environment_of = workdir
-
-
-def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
-    """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that."""
-    return [sys.base_prefix, sys.prefix, *site_dirs], [os.path.join(d, h) for d in site_dirs
-                                                        for h in isolation.HIDDEN_IN_PACKAGES]
+        if "tempfile" in sys.modules:  # the forker's own (the host's /tmp) is not the job's: found again from TMPDIR
+            sys.modules["tempfile"].tempdir = None
 
 
 def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, int], site_dirs: list[str],
@@ -187,20 +157,29 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     global KERNEL
     if cpu is not None:  # every process of the slot's jobs is born here; the filter keeps them here
         os.sched_setaffinity(0, {cpu})  # refused (the CPU went offline): this forker dies, the pool restarts
-    KERNEL = Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the root is left
-                    limits.Seccomp(seccomp.job) if seccomp else None)
+    KERNEL = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the
+                           limits.Seccomp(seccomp.job) if seccomp else None)  # root is left
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
-    pidns = isolation.PidNamespaces() if level == isolation.STRONGEST else None
+    pidns = isolation.PidNamespaces() if level in isolation.NAMESPACED else None
     networks = isolation.SlotNetwork() if pidns is not None else None
     if pidns is None:
         isolation.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
-        isolation.minimal_root(*root_view(site_dirs))
+        isolation.minimal_root(*kernel.root_view(site_dirs))
+    watch = None
+    if "memory" not in slot_cgroups.slots:  # the kernel's per-job memory limit is refused: ``memory`` instead
+        watch = memory.Watch(shared_shm=pidns is None)
+        KERNEL.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
+    if level == isolation.LANDLOCK:  # reads of what a program needs, for every job (each adds its own layer)
+        KERNEL.landlock = landlock.Landlock(landlock.abi())
+        keep, hide = kernel.root_view(site_dirs)
+        KERNEL.landlock.confine_template([*isolation.SYSTEM_DIRS, *keep], hide,
+                                         list(dict.fromkeys([*cleanup.SHARED_DIRS, _tempdir()])))
     if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
         limits.Seccomp(seccomp.template).install()
-    if level == isolation.STRONGEST:  # every job runs in the same working directory: its environment is set here
+    if level in isolation.NAMESPACED:  # every job runs in the same working directory: its environment is set here
         enter_environment(isolation.JOB_WORKDIR)
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
         stream.flush()
@@ -220,9 +199,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
     waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone too
     while True:
         now = time.monotonic()
-        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values())],
-                  default=None)
-        ready = select.select([jobs, wake_r], [], [], None if due is None else max(0.0, due - now))[0]
+        due = min([*(min(p.deadline, p.stop_at) for p in running.values()), *(j[1] for j in judges.values()),
+                   *([watch.next_at] if watch is not None and running else [])], default=None)
+        watched = [watch.fd] if watch is not None and watch.fd >= 0 and running else []
+        ready = select.select([jobs, wake_r, *watched], [], [], None if due is None else max(0.0, due - now))[0]
+        if watched and watched[0] in ready:
+            watch.woken()
         if jobs in ready:
             msg, fds, _flags, _addr = socket.recv_fds(jobs, 1 << 16, 8)
             if not msg:
@@ -237,9 +219,11 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if cpu is not None and os.sched_getaffinity(0) != {cpu}:  # the kernel moved us (CPU offline, cpuset)
                     os.sched_setaffinity(0, {cpu})  # the job's processes must be born on the slot's CPU, or none
                 off = int(desc["uid"]) % UID_SPAN
-                uid, judge_uid = uid_bases[0] + off, uid_bases[1] + off
+                uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != isolation.USERNS else (0, 0)
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.next_job()
+                    if watch is not None:
+                        memory.limit_ipc_namespace(int(desc["memory_mb"]))
                 if KERNEL.slots is not None:
                     try:
                         KERNEL.slots.prepare(int(desc["memory_mb"]))
@@ -265,7 +249,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     t = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
                     if judge:
                         judges[judge] = (judge_uid, t, pid)
-                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge)
+                    running[pid] = _Program(desc["id"], uid, t, desc.get("workdir", ""), judge, int(desc["memory_mb"]))
                     by_id[desc["id"]] = pid
             elif desc["op"] == "stop" and desc["id"] in by_id:
                 prog = running[by_id[desc["id"]]]
@@ -274,6 +258,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             while _drain(wake_r):
                 pass
         now = time.monotonic()
+        if watch is not None:  # over its memory limit: killed, as a cgroup's OOM killer would
+            orphans = [] if pidns is not None else [p for p in memory.children(os.getpid())
+                                                    if p not in running and p not in judges]
+            for pid in watch.over({p: (None if pidns is not None else prog.uid, prog.memory_mb << 20)
+                                   for p, prog in running.items()}, orphans, now):
+                _kill(pid)
         for pid, prog in running.items():
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline
@@ -288,8 +278,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 judge_uid, _, program = judges.pop(pid)
                 if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
                     running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
-                if level != isolation.STRONGEST:
+                if level not in isolation.NAMESPACED:
                     exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
+                    if level in isolation.UID_DROPPED:
+                        cleanup.remove_owned(judge_uid)
                 if pid in waiting:
                     report.send(waiting.pop(pid))
                 continue
@@ -297,10 +289,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if prog is None:
                 continue  # an adopted orphan
             del by_id[prog.id]
-            if level != isolation.STRONGEST:
+            if level not in isolation.NAMESPACED:
                 exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
-            if KERNEL.seccomp is None and level != "rlimits-only":  # no filter kept it from adding kernel keys
+                if level in isolation.UID_DROPPED:  # its files, IPC objects and queues: none reaches the next job
+                    cleanup.remove_owned(prog.uid)
+            if KERNEL.seccomp is None and level in isolation.UID_DROPPED:  # nothing kept it from keys
                 if pidns is not None:
                     pidns.before_fork()
                 limits.clear_user_keys(prog.uid)
@@ -323,7 +317,7 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
     try:
         if pidns is None:
             workdir = _tempdir(new=True)
-            if level == "uid-drop":
+            if level in isolation.UID_DROPPED:
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
     except OSError:

@@ -16,14 +16,22 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from . import limits
+from . import landlock, limits, userns
 
 LEVELS = {
     "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
+    "namespaces+userns": "as a normal user: a user namespace with new PID, mount and network namespaces; private "
+                         "/proc and /tmp; no capabilities",
+    "landlock+uid-drop": "root without namespaces (a container): an unprivileged uid per job, Landlock (files, TCP, "
+                         "signals), seccomp (no network socket, no IPC), clean-up by uid",
     "uid-drop": "separate process as an unprivileged uid, rlimits, killed by uid; network NOT blocked",
     "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
 }
 STRONGEST = "namespaces+uid-drop"
+USERNS = "namespaces+userns"
+NAMESPACED = frozenset({STRONGEST, USERNS})  # the levels with a PID, mount and network namespace per job
+LANDLOCK = "landlock+uid-drop"
+UID_DROPPED = frozenset({STRONGEST, LANDLOCK, "uid-drop"})  # a uid of its own per job process
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x40000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
@@ -154,6 +162,8 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     os.makedirs(new + "/dev/shm")
     for d in ("/proc", "/tmp", "/var/tmp"):
         os.makedirs(new + d, exist_ok=True)
+    if userns.active:  # a user namespace may mount a /proc only where one is fully visible: this one
+        mount("proc", new + "/proc", "proc", _MS_NOSUID | _MS_NODEV, None)  # the forker's memory watch reads it
     for name in _DEVICES:
         if os.path.exists("/dev/" + name):
             open(new + "/dev/" + name, "w").close()
@@ -253,8 +263,11 @@ def detect_level(requested: str) -> str:
     """
     order = list(LEVELS)
     best = "rlimits-only"
-    if os.geteuid() == 0:
-        best = "uid-drop"
+    if userns.active:  # a normal user's zygote in its own user namespace (``userns.enter_pool``)
+        if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
+            return USERNS
+    elif os.geteuid() == 0:
+        best = LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
         if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
             best = STRONGEST
     if requested in LEVELS and order.index(requested) > order.index(best):
@@ -303,12 +316,13 @@ class SlotNetwork:
 def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
     """A job's process, before dropping privileges: its own mount namespace with a private /proc and /tmp, and an
     empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
-    if level == STRONGEST:
+    if level in NAMESPACED:
         _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
         enter_private_fs(keep)
         workdir = JOB_WORKDIR
         os.mkdir(workdir, 0o700)
-        os.chown(workdir, uid, uid)
+        if level == STRONGEST:
+            os.chown(workdir, uid, uid)
     return workdir
 
 
@@ -317,6 +331,13 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     every case. ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
     """
     limits.set_rlimits(memory_mb, cpu_s)
+    if userns.active:  # one outside uid: a user namespace of the job's own instead (``userns``)
+        limits.set_nproc(nproc)
+        userns.enter_job()
+        if not _no_new_privs:
+            set_no_new_privs()
+        set_pdeathsig()
+        return
     if level != "rlimits-only":
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -347,7 +368,7 @@ def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]
             except OSError:
                 continue
             mine = level == "rlimits-only" and int(st.get("PPid", "0")) == me
-            if level == "uid-drop":
+            if level in UID_DROPPED:
                 mine = int(st.get("Uid", "0 0").split()[1]) == uid
             if mine:
                 found = True

@@ -88,7 +88,15 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move
            "open_by_handle_at", "lookup_dcookie")
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)  # NS..NET
 _SCMP_ACT_ALLOW = 0x7FFF0000
-_SCMP_CMP_MASKED_EQ = 7
+_SCMP_CMP_NE, _SCMP_CMP_MASKED_EQ = 1, 7
+_AF_UNIX = 1
+# Where namespaces are refused (``landlock``): no IPC object or queue outlives a job or reaches another, no network
+# socket, no address a unix socket could reach on the host, no file of the job's that another uid can open.
+_CONFINED = ("connect", "bind", "sendmsg", "sendmmsg", "shmget", "shmat", "shmctl", "semget", "semop",
+             "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+             "mq_timedreceive", "mq_notify", "mq_getsetattr")
+_MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
+_GROUP_OTHER_BITS = (0o40, 0o20, 0o10, 0o4, 0o2, 0o1)
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 LIBSECCOMP = "libseccomp.so.2"
 
@@ -114,16 +122,30 @@ class Filters(NamedTuple):
 
     template: bytes
     job: bytes
+    program: bytes = b""  # where the memory cgroup is refused: no memory file a program could fill unmapped
 
 
 SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
 
 
-def seccomp_filter() -> tuple[Filters | None, str]:
+def _confined(deny: int) -> list[tuple[int, str, list[_ArgCmp]]]:
+    """The job part's extra rules where namespaces are refused: sockets only of AF_UNIX, never connected or bound
+    to an address, no SysV IPC or message queue, no file mode or umask that opens a file to other uids."""
+    rules = [(deny, name, []) for name in _CONFINED]
+    rules += [(deny, name, [_ArgCmp(0, _SCMP_CMP_NE, _AF_UNIX, 0)]) for name in ("socket", "socketpair")]
+    rules.append((deny, "sendto", [_ArgCmp(4, _SCMP_CMP_NE, 0, 0)]))  # a destination address: a host socket
+    rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_MASKED_EQ, bit, bit)]) for name, arg in _MODE_ARG.items()
+              for bit in _GROUP_OTHER_BITS]
+    rules += [(deny, "umask", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, 0)]) for bit in _GROUP_OTHER_BITS]
+    return rules
+
+
+def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
     """The filter as two BPF programs, compiled by libseccomp (``(None, why)`` where it is missing or fails).
 
     Every listed call fails with EPERM; ``clone`` with any CLONE_NEW* flag too; ``clone3`` (whose flags a filter
-    cannot read) with ENOSYS, so the C library falls back to ``clone`` for threads and processes."""
+    cannot read) with ENOSYS, so the C library falls back to ``clone`` for threads and processes. ``confine``
+    (namespaces refused): the job part also holds ``_confined``'s rules."""
     try:  # by its soname: ctypes.util.find_library would bring subprocess and shutil into every job's template
         lib = ctypes.CDLL(LIBSECCOMP, use_errno=True)
     except OSError:
@@ -143,12 +165,14 @@ def seccomp_filter() -> tuple[Filters | None, str]:
     rules += [(deny, "clone", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, bit)]) for bit in _CLONE_NEW]
     rules.append((_errno_action(errno.ENOSYS), "clone3", []))
     parts = []
-    for part in ([r for r in rules if r[1] not in SETUP_CALLS], [r for r in rules if r[1] in SETUP_CALLS]):
+    job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny) if confine else [])
+    for part in ([r for r in rules if r[1] not in SETUP_CALLS], job):
         prog, why = _compile(lib, part)
         if prog is None:
             return None, why
         parts.append(prog)
-    return Filters(*parts), ""
+    prog, why = _compile(lib, [(deny, "memfd_create", [])])
+    return Filters(*parts, program=prog or b""), ""
 
 
 def _compile(lib: ctypes.CDLL, rules: list[tuple[int, str, list[_ArgCmp]]]) -> tuple[bytes | None, str]:
@@ -201,6 +225,7 @@ def filters_work(filters: Filters) -> str:
     if pid == 0:
         code = 1
         try:
+            _libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: what lets a process without privilege install it
             Seccomp(filters.template).install()
             Seccomp(filters.job).install()
             code = 2

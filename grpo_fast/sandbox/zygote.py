@@ -20,17 +20,13 @@ import re
 import select
 import socket
 import struct
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, decoder, forker, isolation, judge, limits, wire
+from . import cgroups, decoder, forker, isolation, judge, kernel, limits, wire
 from .stdio import IoRow
 
-PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
-           "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
-           "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
 COMPILED_KEPT = 64  # compiled test sets remembered
@@ -85,7 +81,7 @@ def _no_refs(kind: str, fields: tuple) -> Any:
     raise wire.WireError("a verdict holds data only")
 
 
-def _send(fd: int, obj: Any) -> None:
+def send(fd: int, obj: Any) -> None:
     data = json.dumps(obj).encode()
     data = struct.pack("<I", len(data)) + data
     while data:
@@ -106,7 +102,7 @@ class Zygote:
         self.reports = bytearray()
         self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
         rep_r, rep_w = os.pipe()  # every forker's exit reports
-        cpus = forker.job_cpus(workers)
+        cpus = kernel.job_cpus(workers)
         self.forkers: list[socket.socket] = []  # slot -> the line to its forker (which only reads it: EOF = died)
         for slot in range(workers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -227,7 +223,7 @@ class Zygote:
             self._start_io(row, job.slot)
             return
         self.free.append(job.slot)
-        _send(1, {"id": row.spec["id"], **row.result(time.monotonic() - row.t0)})
+        send(1, {"id": row.spec["id"], **row.result(time.monotonic() - row.t0)})
 
     def _close_judge(self, job: _Job) -> None:
         if job.judge is not None:
@@ -364,58 +360,5 @@ class Zygote:
                         continue
                     del self.running[jid]
                     self.free.append(job.slot)
-                    _send(1, self._finish(job))
+                    send(1, self._finish(job))
             isolation.reap()
-
-
-def main(argv: list[str]) -> None:
-    """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
-    isolation.set_pdeathsig()
-    isolation.set_nondumpable()
-    requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
-    sys.path.extend(d for d in site_dirs if d not in sys.path)
-    level = isolation.detect_level(requested)
-    warnings = []
-    seccomp, why = limits.seccomp_filter()
-    why = why or (limits.filters_work(seccomp) if seccomp else "")
-    # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
-    # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
-    # other cases -- slots sharing CPUs, or unpinned, or no filter.
-    own_cpu = len(forker.job_cpus(workers)) == workers and not why
-    controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
-    slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
-    cgroups.start_janitor(slot_cgroups)
-    layers = kernel_layers(level, slot_cgroups, why)
-    if own_cpu:
-        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
-    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
-                 if state.startswith("refused")]
-    if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        try:
-            isolation.expose_interpreter([sys.base_prefix, sys.prefix, *site_dirs, here])
-        except OSError as err:
-            warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
-                            "only preloaded modules will import")
-    for name in PRELOAD:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
-    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
-
-    private_root = level == isolation.STRONGEST and isolation.minimal_root_works(*forker.root_view(site_dirs))
-    if level == isolation.STRONGEST and not private_root:
-        warnings.append("programs can read the host's files (a private root was refused)")
-    zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
-    _send(1, {"level": level, "warnings": warnings, "layers": layers})
-    zygote.serve()
-
-
-def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
-    """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
-    strongest = level == isolation.STRONGEST
-    layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
-    layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
-    layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
-    return layers

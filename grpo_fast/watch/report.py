@@ -296,6 +296,17 @@ def _cpu_choices(summary: dict | None) -> str:
     return head + "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
 
 
+def _sandbox(summary: dict | None) -> str:
+    """The code sandbox's level and what a generated program could still reach (summary.json's ``sandbox``)."""
+    record = (summary or {}).get("sandbox")
+    if not record:
+        return ""
+    threats = record.get("threats") or []
+    reach = "".join(f"<li>{_e(t)}</li>" for t in threats) or "<li>nothing known</li>"
+    level = _e(record.get("level"))
+    return f"<p>code sandbox: {level}; what a generated program could still reach:</p><ul>{reach}</ul>"
+
+
 def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     """Write ``report.html`` and ``plots/*.png`` for a run directory (finished or not); return the HTML path.
 
@@ -325,7 +336,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>",
              f"<p>{_status(summary, metrics, events)}</p>", _headline(evaluation, events),
-             "<h2>The run</h2>", _facts(config, summary, metrics), _cpu_choices(summary)]
+             "<h2>The run</h2>", _facts(config, summary, metrics), _cpu_choices(summary), _sandbox(summary)]
 
     notes = sum(is_note(e) for e in events)
     parts.append(f"<h2>Health events ({len(events) - notes} warning(s), {notes} note(s))</h2>")

@@ -1,0 +1,151 @@
+"""Landlock: where namespaces are refused (root in a stock container), the kernel still confines a process's files,
+TCP and signals without privilege, as an allow-list.
+
+Two layers, stacked (Landlock intersects them):
+
+* the forker's, once (``Landlock.confine_template``), reads only: below the system directories, the interpreter
+  and its packages (benchmark data hidden: an allow-list cannot subtract, so a package directory holding it is
+  allowed entry by entry), ``/proc``, a few devices, the temporary directories (where the forker makes and cleans
+  job directories); on ABI >= 4 no TCP connect or bind; on ABI >= 6 no signal and no abstract unix socket outside
+  the domain;
+* each job process's own (``Landlock.confine_job``), reads and writes: no temporary directory but its own working
+  directory and ``/dev/shm`` (where the C library keeps POSIX semaphores; cleaned by uid after the job), writes only
+  there and to the devices. The two intersect: what a job reads is what both allow.
+
+Only the standard library is imported: this module runs in the zygote.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+
+_SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_WRITES_V1 = sum(1 << b for b in range(4, 13))  # remove dir/file, make char/dir/reg/sock/fifo/block/sym
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_ALL = 0b11  # bind_tcp, connect_tcp
+_SCOPE_ALL = 0b11  # abstract unix sockets, signals
+READ = _EXECUTE | _READ_FILE | _READ_DIR
+FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV  # the only rights a file rule may hold
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Attr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version; 0 where it has none (or it is disabled)."""
+    numbers = _SYS.get(os.uname().machine)
+    if numbers is None:
+        return 0
+    version = _libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # ..._CREATE_RULESET_VERSION
+    return max(0, version)
+
+
+class Landlock:
+    """The rights this kernel's ABI knows, and the two layers' rule sets."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.writes = _WRITE_FILE | _WRITES_V1 | (_REFER if version >= 2 else 0) | (_TRUNCATE if version >= 3 else 0)
+        self.fs = READ | self.writes | (_IOCTL_DEV if version >= 5 else 0)
+        self.net = _NET_ALL if version >= 4 else 0
+        self.scoped = _SCOPE_ALL if version >= 6 else 0
+        self.job_reads: list[str] = []
+
+    def holds(self) -> str:
+        """What the layers hold on this ABI (the doctor's line)."""
+        parts = ["files: reads of what a program needs, writes in its own directory"]
+        parts.append("TCP connect/bind: denied" if self.net else "TCP: not covered (ABI < 4): the seccomp filter")
+        if self.scoped:
+            parts.append("signals and abstract sockets: the job's own")
+        return f"ABI {self.version}; " + "; ".join(parts)
+
+    def _restrict(self, fs: int, rules: Sequence[tuple[str, int]], net: int = 0, scoped: int = 0) -> None:
+        create, add, restrict = _SYS[os.uname().machine]
+        attr = _Attr(fs, net, scoped)
+        size = 24 if self.version >= 6 else 16 if self.version >= 4 else 8
+        ruleset = _libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        if ruleset < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+        try:
+            for path, rights in rules:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue  # not on this host
+                try:
+                    if not os.path.isdir(path):
+                        rights &= FILE_RIGHTS
+                    rule = _PathBeneath(rights & fs, fd)
+                    if _libc.syscall(add, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+                finally:
+                    os.close(fd)
+            if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) != 0:  # needs no_new_privs
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        finally:
+            os.close(ruleset)
+
+    def confine_template(self, readable: Sequence[str], hidden: Sequence[str], temporary: Sequence[str]) -> None:
+        """The forker's layer, reads only (it still writes job directories and cleans up): below ``readable`` but
+        ``hidden``, ``/proc``, the devices, and the ``temporary`` directories it cleans; TCP and scopes as the
+        ABI allows. Also notes, for each job's layer, every other place a job may read (``confine_job``)."""
+        rules = [(p, READ) for p in _allowed_reads(readable, hidden)]
+        rules += [(p, READ) for p in ("/proc", "/sys/devices/system/cpu", *DEVICES, *temporary)]
+        self.job_reads = [p for p in _entries("/") if p not in ("/var", "/tmp") and p not in temporary]
+        self.job_reads += [p for p in _entries("/var") if p not in temporary]
+        self.job_reads += [p for p in readable if any(p.startswith(t.rstrip("/") + "/") for t in temporary)]
+        self._restrict(READ, rules, self.net, self.scoped)
+
+    def confine_job(self, workdir: str, extra: Sequence[str] = ("/dev/shm",)) -> None:
+        """A job process's own layer: reads as the template's but no temporary directory other than ``workdir``
+        (and ``extra``), writes only below those (and to the devices)."""
+        rules = [(p, READ) for p in self.job_reads]
+        rules += [(p, READ | self.writes) for p in (workdir, *extra)]
+        rules += [(d, READ | _WRITE_FILE) for d in DEVICES]
+        self._restrict(READ | self.writes, rules, self.net, self.scoped)
+
+
+def _entries(top: str) -> list[str]:
+    try:
+        return [os.path.join(top, e) for e in sorted(os.listdir(top))]
+    except OSError:
+        return []
+
+
+def _allowed_reads(readable: Sequence[str], hidden: Sequence[str]) -> list[str]:
+    """``readable`` directories, each replaced, where a ``hidden`` path lies below it, by its other entries (down to
+    the hidden path's parent): an allow-list cannot subtract."""
+    out: list[str] = []
+    for top in readable:
+        inside = [h for h in hidden if h.startswith(top.rstrip("/") + "/") and os.path.exists(h)]
+        if not inside:
+            out.append(top)
+            continue
+        out += _without(top, inside)
+    return out
+
+
+def _without(top: str, hidden: list[str]) -> list[str]:
+    if top in hidden:
+        return []
+    if not any(h.startswith(top + "/") for h in hidden):
+        return [top]
+    try:
+        entries = [os.path.join(top, e) for e in os.listdir(top)]
+    except OSError:
+        return []
+    out = []
+    for path in entries:
+        out += _without(path, hidden) if os.path.isdir(path) and not os.path.islink(path) else [path]
+    return out
