@@ -121,6 +121,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
                                              chat_template_kwargs=chat_template_kwargs)]
         texts = [t for t, _ in greedy]
         judged = score_rows(correct_fn, rows, texts)
+        by_reward = reward_means(rewards, rows, texts, judged)
         correct = [s is not None and s >= best for s in judged]
         fmt = None
         if format_fn is not None:
@@ -161,6 +162,7 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
         f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / len(rows),
         "k": k,
         "n": n,
+        "rewards": by_reward,
         "examples": [{"prompt": _last_content(r["prompt"]), "completion": t, "correct": ok}
                      for r, t, ok in list(zip(rows, texts, correct))[:examples]],
         "system_prompt": next((m["content"] for m in rows[0]["prompt"] if m.get("role") == "system"), None)
@@ -168,12 +170,24 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
     }
 
 
+def reward_means(rewards: RewardSet, rows: Sequence[dict], texts: Sequence[Any],
+                 judged: list[float | None]) -> dict[str, float | None]:
+    """Each reward's mean over the greedy completions (rows it judged not applicable, None, left out; None where
+    it judged none): a recipe's own metrics side by side (citation, faithfulness, length, code block, ...)."""
+    out: dict[str, float | None] = {}
+    for name, fn in zip(rewards.names, rewards.funcs):
+        kept = [s for s in (judged if fn is rewards.judge else score_rows(fn, rows, texts)) if s is not None]
+        out[name] = sum(kept) / len(kept) if kept else None  # the judge's scores are reused, not run again
+    return out
+
+
 def _last_content(prompt: Any) -> str:
     return prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
 
 
 def compare(base: dict[str, Any], trained: dict[str, Any]) -> list[dict[str, Any]]:
-    """Table rows ``{metric, base, trained, delta}`` for every metric both evaluations have."""
+    """Table rows ``{metric, base, trained, delta}`` for every metric both evaluations have, then each reward's
+    mean (``reward <name>``) where both have it."""
     keys = [m for m in METRICS if m != "pass@1"] + ["pass@1"] + sorted(
         k for k in trained if k.startswith("pass@") and k != "pass@1")
     table = []
@@ -182,14 +196,19 @@ def compare(base: dict[str, Any], trained: dict[str, Any]) -> list[dict[str, Any
         if b is None or t is None:
             continue
         table.append({"metric": key, "base": b, "trained": t, "delta": t - b})
+    for name, t in (trained.get("rewards") or {}).items():
+        b = (base.get("rewards") or {}).get(name)
+        if b is not None and t is not None:
+            table.append({"metric": f"reward {name}", "base": b, "trained": t, "delta": t - b})
     return table
 
 
 def format_table(table: list[dict[str, Any]]) -> str:
     """The comparison as aligned text, for the terminal."""
-    lines = [f"{'metric':<12} {'base':>9} {'trained':>9} {'delta':>9}"]
+    width = max([12, *(len(row["metric"]) for row in table)])
+    lines = [f"{'metric':<{width}} {'base':>9} {'trained':>9} {'delta':>9}"]
     for row in table:
-        lines.append(f"{row['metric']:<12} {row['base']:>9.3f} {row['trained']:>9.3f} {row['delta']:>+9.3f}")
+        lines.append(f"{row['metric']:<{width}} {row['base']:>9.3f} {row['trained']:>9.3f} {row['delta']:>+9.3f}")
     return "\n".join(lines)
 
 
@@ -336,9 +355,11 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
     import torch
     import transformers
 
+    from grpo_fast.models import weight_files
+
     flat = cfg.to_dict()
     try:
-        weights = _weight_files(str(run.base_model))
+        weights = weight_files(str(run.base_model))
         sources = _sources([flat.get("rewards"), flat.get("environment"), str(environment)])
     except Exception:  # noqa: BLE001 - a key that cannot be made only means the base is evaluated
         return None
@@ -355,20 +376,6 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
     from grpo_fast.models import cache_dir
 
     return cache_dir() / "base_evals" / f"{digest}.json"
-
-
-def _weight_files(model: str) -> list[tuple[str, int, int]]:
-    """(path, size, mtime) of the base model's files: a local folder or file, or a hub model's cached snapshot
-    (its folder names the commit)."""
-    from grpo_fast.models import resolve_model_path
-
-    path = Path(resolve_model_path(model))
-    if not path.exists():
-        from huggingface_hub import snapshot_download
-
-        path = Path(snapshot_download(model, local_files_only=True))
-    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
-    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
 
 
 def _sources(references: list[Any]) -> list[tuple[str, str]]:

@@ -82,9 +82,12 @@ def test_evaluate_metrics_on_the_tiny_model(tiny):
     wrong = evaluate(model, tok, rows, _rewards(False), k=2, max_new_tokens=4, seed=0)
     assert wrong["accuracy"] == 0.0 and wrong["pass@2"] == 0.0
     assert wrong["mean_length"] == right["mean_length"]  # same seed, same greedy completions
+    # each reward's own mean over the greedy completions: a recipe's metrics side by side
+    assert right["rewards"] == {"answer_tags": 0.75, "sum_correct": 2.0} and wrong["rewards"]["sum_correct"] == 0.0
     table = compare(wrong, right)
     assert [r["metric"] for r in table] == ["accuracy", "score", "format", "mean_length", "clipped", "pass@1",
-                                            "pass@2"]
+                                            "pass@2", "reward answer_tags", "reward sum_correct"]
+    assert table[-1] == {"metric": "reward sum_correct", "base": 0.0, "trained": 2.0, "delta": 2.0}
     assert table[0] == {"metric": "accuracy", "base": 0.0, "trained": 1.0, "delta": 1.0}
     assert "accuracy" in format_table(table) and "+1.000" in format_table(table)
     with pytest.raises(UserError, match="no held-out rows"):

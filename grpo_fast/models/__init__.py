@@ -266,6 +266,18 @@ class LoadedModel:
     model_path: str
 
 
+def weight_files(model: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime) of the base model's files: a local folder or file, or a hub model's cached snapshot
+    (its folder names the commit): what identifies the weights, e.g. for a kept base evaluation."""
+    path = Path(resolve_model_path(model))
+    if not path.exists():
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(model, local_files_only=True))
+    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
 def load_error(model_path: str, err: Exception) -> UserError:
     """A model or tokenizer that would not load, as one message with the likely fixes."""
     return UserError(
