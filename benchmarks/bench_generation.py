@@ -287,7 +287,9 @@ def main() -> None:
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
-                                              "rounds": args.rounds, "results": results}, indent=1))
+                                              "rounds": args.rounds, "results": results,
+                                              "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},
+                                             indent=1))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import ctypes
 import functools
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -85,6 +86,7 @@ def _generation_class() -> type:
             self.lora_r = lora_r
             self.served: str | None = None  # the adapter name generation requests use
             self.version = 0
+            self.session = secrets.token_hex(3)  # names unique per run: a resumed run or another may share the server
             self.probe_prompt: list[int] | None = None  # set by the kit: a training prompt's token ids
             self.probe: list[int] | None = None  # the fixed completion, generated at the first sync
             super().__init__(*args, **kwargs)
@@ -121,7 +123,7 @@ def _generation_class() -> type:
         def _push(self) -> None:
             start = time.perf_counter()
             self.version += 1
-            name = f"grpo-fast-{self.version}"
+            name = f"grpo-fast-{self.session}-{self.version}"
             path = self.run_dir / ADAPTERS / name
             path.parent.mkdir(parents=True, exist_ok=True)
             size = save_adapter(self.model, path)
