@@ -83,7 +83,8 @@ def test_server_mode_trains_with_the_adapter_loaded_after_each_step(server, mode
         [sys.executable, "-m", "grpo_fast", "train", "demo", "use_vllm=true", "vllm_mode=server",
          "vllm_server_host=127.0.0.1", f"vllm_server_port={port}", "max_steps=2", "num_generations=4",
          "per_device_train_batch_size=4", "max_completion_length=8", "learning_rate=0.05", "evaluate=false",
-         f"run_dir={out}", REWARDS], capture_output=True, text=True, timeout=1800, env=env)
+         "run_dir=run", REWARDS],  # relative, as users write it: the server runs in another directory
+        capture_output=True, text=True, timeout=1800, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads((out / "summary.json").read_text())["steps"] == 2
 

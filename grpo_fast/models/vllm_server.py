@@ -82,7 +82,7 @@ def _generation_class() -> type:
         """Server mode without NCCL: the client only, and an adapter load per sync."""
 
         def __init__(self, *args: Any, run_dir: Path, lora_r: int, **kwargs: Any):
-            self.run_dir = Path(run_dir)
+            self.run_dir = Path(run_dir).resolve()  # the server resolves the adapter's path in its own cwd
             self.lora_r = lora_r
             self.served: str | None = None  # the adapter name generation requests use
             self.version = 0
