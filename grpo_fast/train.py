@@ -156,7 +156,8 @@ def difficulty_filter(preps: list[Prepared], loaded: models.LoadedModel, k: int)
     prep = preps[0]
     rows, args, rewards = prep.train_rows, prep.cfg.args, prep.rewards
     groups = generate(loaded.model, loaded.tokenizer, [r["prompt"] for r in rows], n=k, greedy=False,
-                      max_new_tokens=args.max_completion_length, temperature=args.temperature)
+                      max_new_tokens=args.max_completion_length, temperature=args.temperature,
+                      chat_template_kwargs=prep.thinking.kwargs)  # the prompts as training renders them
     kept, always, never = [], 0, 0
     for row, group in zip(rows, groups):
         scores = score_rows(rewards.judge, [row] * k, [text for text, _ in group])

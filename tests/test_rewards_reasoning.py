@@ -226,3 +226,65 @@ def test_think_format_wants_real_thinking_then_an_answer():
         "<think>only thinking</think>",  # no answer
     ]))
     assert out == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+# --------------------------------------------------------------------------- review findings (issue 41), both ways
+
+
+def test_math_golds_with_text_groups_and_matrices_are_parsed_not_called_prose():
+    fn = R.get_reward("math_accuracy")
+    golds = ["\\begin{pmatrix} -1 \\\\ 2 \\end{pmatrix}", "\\frac{1}{2}\\text{ square units}", "The answer is 42",
+             "2\\sqrt{2}\\text{ square inches}"]
+    right = ["So $\\boxed{\\begin{pmatrix} -1 \\\\ 2 \\end{pmatrix}}$.", "The area is $\\boxed{\\frac{1}{2}}$.",
+             "6 times 7 is \\boxed{42}.", "The side is \\boxed{2\\sqrt{2}}."]
+    assert score(fn, right, golds) == [1.0] * 4
+    assert score(fn, ["\\boxed{7}"] * 4, golds) == [0.0] * 4
+    assert score(fn, ["\\boxed{42}"], ["Answer is forty two."]) == [None]  # prose: not applicable
+
+
+def test_prices_and_checked_equations_end_on_the_answer():
+    math_fn, numeric = R.get_reward("math_accuracy"), R.get_reward("numeric_match")
+    assert score(math_fn, ["The total cost is $\\$18$."], ["18"]) == [1.0]
+    texts = ["So the answer is 4, since $2^2 = 4$ holds.", "The answer is 12. Check: $3 \\times 4 = 12$."]
+    assert score(numeric, texts, ["4", "12"]) == [1.0, 1.0]
+    assert score(numeric, texts, ["5", "13"]) == [0.0, 0.0]
+    assert score(math_fn, ["so the share is $\\frac{1}{2}$"], ["\\frac{1}{2}"]) == [1.0]
+
+
+def test_several_different_boxed_answers_are_a_hedge():
+    for name in ("math_accuracy", "reasoning_accuracy"):
+        fn = R.get_reward(name)
+        assert score(fn, ["<think>x</think>\n\\boxed{3} or \\boxed{4}"], ["4"]) == [0.0], name
+        assert score(fn, ["<think>x</think>\n\\boxed{4}, that is \\boxed{4}"], ["4"]) == [1.0], name
+
+
+def test_a_run_with_its_own_tags_is_judged_by_rewards_set_to_them():
+    from grpo_fast.rewards.presets import RewardSet
+    from grpo_fast.rewards.thinking import thinking_view
+
+    tags = ("<|begin_of_thought|>", "<|end_of_thought|>")
+    acc = R.get_reward("reasoning_accuracy", reasoning_delimiters=[tags[1]])
+    cos = R.get_reward("cosine_scaled", tags=list(tags))
+    view = thinking_view(RewardSet("t", ((acc, 1.0), (cos, 1.0)), acc.__name__), tags)
+    honest, unclosed = f"{tags[0]}6*7{tags[1]} \\boxed{{42}}", f"{tags[0]}so it is \\boxed{{42}}"
+    seen_acc, seen_cos = view.funcs
+    assert score(seen_acc, [honest, unclosed], ["42", "42"]) == [1.0, 0.0]
+    right, wrong = score(seen_cos, [honest, unclosed], ["42", "42"])
+    assert right > 0 > wrong
+
+
+def test_thinking_that_never_closes_earns_no_format_reward():
+    from grpo_fast.recipes import get_recipe
+    from grpo_fast.rewards.thinking import thinking_view
+
+    rewards = get_recipe("demo").rewards
+    view = thinking_view(rewards)
+    fmt = view.get(rewards.format)
+    low = fmt.reward_range[0]
+    scores = score(fmt, ["<think>3 plus 4, let me count", "<think>Adding them.</think>\n7"], ["7", "7"])
+    assert scores[0] == low and scores[1] > low
+
+
+def test_code_block_knows_csharp_fences():
+    fn = R.get_reward("code_block", language="csharp")
+    assert score(fn, ["```c#\nclass A { }\n```", "```python\nx = 1\n```"], [None, None]) == [1.0, 0.0]

@@ -122,7 +122,11 @@ def for_run(cfg: Any, tokenizer: Any) -> ThinkingMode:
                             f"{user['enable_thinking']}", cfg.where("thinking"),
                             "set one of them (thinking: on | off is enough)")
         setting = asked
-    mode = thinking_mode(setting, tokenizer, tuple(cfg.thinking_tags), cfg.model, cfg.where("thinking"))
+    tags = tuple(cfg.thinking_tags)
+    if tags[0] == tags[1] or tags[0].startswith("</") and not tags[1].startswith("</"):  # one tag twice; swapped
+        raise UserError(f"thinking_tags {list(tags)}: the opening tag must differ from the closing one and come "
+                        "first", cfg.where("thinking_tags"), "set thinking_tags: [<think>, </think>] (opening first)")
+    mode = thinking_mode(setting, tokenizer, tags, cfg.model, cfg.where("thinking"))
     wanted = {**user, **mode.kwargs}
     if wanted != user:
         cfg.change("chat_template_kwargs", wanted, mode.describe())

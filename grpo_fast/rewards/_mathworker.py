@@ -13,15 +13,17 @@ import re
 import sys
 from functools import lru_cache
 
-_LATEX_WORDS = re.compile(r"\\[A-Za-z]+|\\text\{[^{}]*\}|\\mathrm\{[^{}]*\}|\\operatorname\{[^{}]*\}")
+# Braced groups first (\\text{square units}, \\begin{pmatrix}): a bare-command match would leave their words behind
+_LATEX_WORDS = re.compile(r"\\(?:text\w*|mbox|math\w+|operatorname|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
 _FUNCTIONS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
               "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "inf", "infty", "pi", "deg"}
 
 
 def _prose(text: str) -> bool:
-    """Undelimited text with two or more words of three letters or more outside LaTeX commands and text groups
-    (function names aside). Delimited LaTeX (``$``, ``\\(``, ``\\boxed``) is left to math-verify's extraction."""
-    if "$" in text or "\\boxed" in text or "\\(" in text:
+    """Undelimited text with no digit and two or more words of three letters or more outside LaTeX commands and
+    text groups (function names aside): "Answer is forty two." Delimited LaTeX (``$``, ``\\(``, ``\\boxed``) and
+    text with a number ("The answer is 42") are left to math-verify's extraction."""
+    if "$" in text or "\\boxed" in text or "\\(" in text or any(c.isdigit() for c in text):
         return False
     found = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_WORDS.sub(" ", text)) if w.lower() not in _FUNCTIONS]
     return len(found) >= 2

@@ -275,6 +275,22 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+def hedged_boxes(text: str) -> bool:
+    """Several different ``\\boxed{}`` answers ("\\boxed{3} or \\boxed{4}"): a hedge that answers nothing (as in TRL);
+    one value boxed twice, or a box in a box, is one answer."""
+    values, pos = set(), 0
+    while (found := _BOX.search(text, pos)) is not None:
+        depth, pos = 1, found.end()
+        while pos < len(text) and depth:
+            depth, pos = depth + {"{": 1, "}": -1}.get(text[pos], 0), pos + 1
+        value = text[found.end(): pos - 1].replace(" ", "")
+        while (inner := re.fullmatch(r"\\(?:boxed|fbox)\{(.*)\}", value)) is not None:
+            value = inner.group(1)
+        values.add(value)
+    return len(values) > 1
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\{")
 _NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
 
 
@@ -294,14 +310,12 @@ def extract_final_answer(text: str) -> str | None:
         return boxed if boxed is not None else tagged
     boxed = last_boxed(text)
     if boxed is not None:
-        return boxed
-    tail = text[-20_000:]
-    latex = None
-    for latex in _LATEX_SPAN.finditer(tail):  # noqa: B007 - the last one
-        pass
-    number = last_number(text)
+        return "" if hedged_boxes(text) else boxed
+    tail = text[-20_000:].replace("\\$", "  ")  # an escaped dollar is a price sign, not a delimiter
+    latex, number = next(reversed(list(_LATEX_SPAN.finditer(tail))), None), last_number(text)  # the last ones
     if latex is not None and (number is None or tail.rfind(number) < latex.end()):
-        return next(g for g in latex.groups() if g)  # "so $\\frac{1}{2}$" ends on LaTeX, not on its last digit
+        span = next(g for g in latex.groups() if g)  # "so $\\frac{1}{2}$" ends on LaTeX, not on its last digit
+        return span.rsplit("=", 1)[-1].strip() or span  # "$3 \\times 4 = 12$": the equation's result
     return number
 
 

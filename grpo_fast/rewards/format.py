@@ -24,7 +24,7 @@ _STRICT_XML = re.compile(
 _SOFT_XML = re.compile(r"<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>", re.DOTALL)
 _THINK_FIRST = re.compile(r"\A\s*<think>(.*?)</think>(.*)\Z", re.DOTALL)
 _THINK_ANSWER = re.compile(r"\A\s*<think>(.+?)</think>\s*<answer>(.+?)</answer>\s*\Z", re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
 def _tags_once(text: str, *tags: str) -> bool:

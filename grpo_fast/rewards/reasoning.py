@@ -32,8 +32,9 @@ def _closed_answer(text: str, delimiters: Sequence[str]) -> str | None:
 
 
 def _correct(texts: list[str], golds: list[Any], delimiters: Sequence[str] | None) -> list[float | None]:
-    """math-verify verdict per completion: 1.0/0.0, None for an unparsable gold; with ``delimiters``, a
-    completion without one is wrong (0.0) before its gold is looked at, as in TRL."""
+    """math-verify verdict per completion: 1.0/0.0, None for an unparsable gold (whatever the completion: the row
+    is not applicable, as in every correctness reward here); with ``delimiters``, a completion without one is wrong
+    (0.0), as in TRL."""
     answers = [_closed_answer(t, delimiters) if delimiters else t for t in texts]
     verdicts = verify_answers(golds, [extract_math_answer(a) if a is not None else None for a in answers])
     return [0.0 if a is None and v is not None else v for a, v in zip(answers, verdicts)]

@@ -34,6 +34,14 @@ def reads_thinking(fn: Any) -> bool:
     return bool(getattr(fn, "reads_thinking", False)) or getattr(fn, "__name__", "") in READS_THINKING
 
 
+def own_tags(fn: Any) -> bool:
+    """A factory reward set to read other tags than ``<think>`` (its ``tags`` or ``reasoning_delimiters``): it
+    reads the model's own tags, so the view must not rewrite them to ``<think>``."""
+    settings = getattr(fn, "settings", None)
+    tags = getattr(settings, "tags", None) or getattr(settings, "delimiters", None)
+    return tags is not None and tuple(tags) not in (THINK_TAGS, THINK_TAGS[1:])
+
+
 def thinking_open(text: str, tags: Sequence[str] = THINK_TAGS, opened: bool = False) -> bool:
     """The completion's thinking never closed (``after_thinking`` would give nothing to judge)."""
     start, close = tags
@@ -70,6 +78,7 @@ class ThinkingView:
                  log: bool = False):
         self.fn, self.tags, self.opened, self.max_length, self.log = fn, tuple(tags), opened, max_length, log
         self.answer_only = getattr(fn, "reward_kind", None) in ("correctness", "format") and not reads_thinking(fn)
+        self.rewrite = self.tags != THINK_TAGS and not own_tags(fn)
         self.__name__ = self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __getattr__(self, name: str) -> Any:
@@ -104,7 +113,7 @@ class ThinkingView:
         start = self.tags[0]
         if self.opened and not text.lstrip().startswith(start):
             text = start + text  # where the template wrote it
-        if self.tags != THINK_TAGS:  # the built-in rewards read <think>; the model wrote the run's own tags
+        if self.rewrite:  # the built-in rewards read <think>; the model wrote the run's own tags
             text = text.replace(start, THINK_TAGS[0]).replace(self.tags[1], THINK_TAGS[1])
         return text
 
@@ -112,7 +121,14 @@ class ThinkingView:
         completions = list(completions or [])
         if self.log and callable(kwargs.get("log_metric")) and completions:
             self._log(completions, kwargs.get("completion_ids"), kwargs["log_metric"])
-        return self.fn(prompts=prompts, completions=[self.seen(c) for c in completions], **kwargs)
+        scores = self.fn(prompts=prompts, completions=[self.seen(c) for c in completions], **kwargs)
+        if not self.answer_only:
+            return scores
+        # thinking that never closed has no answer: the lowest score, not what the reward makes of "" (a format
+        # reward may pay an empty answer for its brevity)
+        low = getattr(self.fn, "reward_range", (0.0, 1.0))[0]
+        return [low if s is not None and thinking_open(completion_text(c), self.tags, self.opened) else s
+                for s, c in zip(scores, completions)]
 
     def _log(self, completions: list[Any], ids: Any, log_metric: Any) -> None:
         open_ = [thinking_open(completion_text(c), self.tags, self.opened) for c in completions]

@@ -95,13 +95,13 @@ class Cgroups:
             try:
                 os.makedirs(pool, exist_ok=True)
                 if version == 2:
-                    _write(os.path.join(base, "cgroup.subtree_control"), f"+{name}")
-                    _write(os.path.join(pool, "cgroup.subtree_control"), f"+{name}")
+                    write_file(os.path.join(base, "cgroup.subtree_control"), f"+{name}")
+                    write_file(os.path.join(pool, "cgroup.subtree_control"), f"+{name}")
                 dirs = [os.path.join(pool, f"slot{i}") for i in range(slots)]
                 for d in dirs:
                     os.makedirs(d, exist_ok=True)
                     if name == "pids":
-                        _write(os.path.join(d, "pids.max"), str(SLOT_PIDS))
+                        write_file(os.path.join(d, "pids.max"), str(SLOT_PIDS))
             except OSError as err:
                 self.refused[name] = f"{pool}: {err.strerror or err}"
                 _rmdirs(pool)
@@ -138,7 +138,8 @@ def _shmem(stat: int) -> int:
     return 0
 
 
-def _write(path: str, text: str) -> None:
+def write_file(path: str, text: str) -> None:
+    """One write to a kernel file (a cgroup or /proc control file): no buffering, no truncation, no creation."""
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, text.encode())

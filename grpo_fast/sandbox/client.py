@@ -251,8 +251,10 @@ def describe_isolation() -> str:
 
 
 LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a user checks against
-    "landlock+uid-drop": ("processes: the host's process list visible in /proc (not their memory or environment)",
-                          "host file names: visible (not the contents of any file outside the system and packages)"),
+    "landlock+uid-drop": ("processes: the host's process list and command lines readable in /proc (a secret "
+                          "passed as an argument, e.g. --hub-token, is readable; not their memory or environment)",
+                          "host file names: visible, /dev/shm's included (not the contents of any file outside the "
+                          "system and packages)"),
     "uid-drop": ("host files: the world-readable ones readable", "network: open",
                  "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
     "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",
@@ -260,7 +262,8 @@ LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a
 }
 LAYER_THREATS = {  # a refused kernel layer, and what that leaves open
     "cgroup memory": "memory: the job's total is measured every 20 ms, not held by the kernel (a burst can pass "
-                     "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB)",
+                     "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB; the working "
+                     "directory's files and kernel buffers at their default sizes are not counted)",
     "seccomp": "kernel calls: unfiltered (ptrace, new namespaces, kernel keys, io_uring)",
     "cgroup cpu": "CPU: a job with many processes can slow the job beside it (slots share CPUs)",
 }

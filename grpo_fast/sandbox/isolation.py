@@ -171,6 +171,9 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{name}")
+    # read-only once built: in a user namespace the tmpfs is the user's own, and a job could plant files (or swap
+    # /dev/stdout, the /lib64 link) for the next job of the slot; its /proc, /tmp and /dev/shm mount on top
+    mount("none", new, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
     os.chdir(new)
     number = _SYS_PIVOT_ROOT.get(_MACHINE)
     if number is not None:  # the old root is stacked under the new one, then detached entirely

@@ -88,13 +88,17 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move
            "open_by_handle_at", "lookup_dcookie")
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)  # NS..NET
 _SCMP_ACT_ALLOW = 0x7FFF0000
-_SCMP_CMP_NE, _SCMP_CMP_MASKED_EQ = 1, 7
+_SCMP_CMP_NE, _SCMP_CMP_EQ, _SCMP_CMP_MASKED_EQ = 1, 4, 7
+_SOL_SOCKET, _SO_BUFFERS = 1, (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
 _AF_UNIX = 1
 # Where namespaces are refused (``landlock``): no IPC object or queue outlives a job or reaches another, no network
 # socket, no address a unix socket could reach on the host, no file of the job's that another uid can open.
 _CONFINED = ("connect", "bind", "sendmsg", "sendmmsg", "shmget", "shmat", "shmctl", "semget", "semop",
              "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
-             "mq_timedreceive", "mq_notify", "mq_getsetattr")
+             "mq_timedreceive", "mq_notify", "mq_getsetattr",
+             # an ACL (system.posix_acl_access) opens a file to other uids as chmod would; 463 is setxattrat (Linux
+             # 6.13), which older libseccomp cannot name
+             "setxattr", "lsetxattr", "fsetxattr", 463)
 _MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 _GROUP_OTHER_BITS = (0o40, 0o20, 0o10, 0o4, 0o2, 0o1)
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
@@ -171,17 +175,20 @@ def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
         if prog is None:
             return None, why
         parts.append(prog)
-    prog, why = _compile(lib, [(deny, "memfd_create", [])])
+    # socket buffers are kernel memory no watch sees (a few sockets raised to 16 MiB hold gigabytes): default only
+    buffers = [(deny, "setsockopt", [_ArgCmp(1, _SCMP_CMP_EQ, _SOL_SOCKET, 0), _ArgCmp(2, _SCMP_CMP_EQ, opt, 0)])
+               for opt in _SO_BUFFERS]
+    prog, why = _compile(lib, [(deny, "memfd_create", []), *buffers])
     return Filters(*parts, program=prog or b""), ""
 
 
-def _compile(lib: ctypes.CDLL, rules: list[tuple[int, str, list[_ArgCmp]]]) -> tuple[bytes | None, str]:
+def _compile(lib: ctypes.CDLL, rules: list[tuple[int, str | int, list[_ArgCmp]]]) -> tuple[bytes | None, str]:
     ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
     if not ctx:
         return None, "seccomp_init failed"
     try:
         for action, syscall, args in rules:
-            nr = lib.seccomp_syscall_resolve_name(syscall.encode())
+            nr = syscall if isinstance(syscall, int) else lib.seccomp_syscall_resolve_name(syscall.encode())
             if nr < 0:  # not a call of this architecture (an older kernel's headers): nothing to deny
                 continue
             array = (_ArgCmp * max(1, len(args)))(*args)

@@ -68,13 +68,14 @@ def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | Non
         total += _resident(pid)
         todo += children(pid)
     if shm_dir and uid is not None:
-        try:
-            for entry in os.scandir(shm_dir):
-                st = entry.stat(follow_symlinks=False)
+        for folder, dirs, files in os.walk(shm_dir, onerror=lambda err: None):  # subdirectories hold memory too
+            for name in dirs + files:
+                try:
+                    st = os.stat(os.path.join(folder, name), follow_symlinks=False)
+                except OSError:
+                    continue
                 if st.st_uid == uid:
                     total += st.st_blocks * 512
-        except OSError:
-            pass
     return total
 
 

@@ -18,6 +18,8 @@ import ctypes
 import os
 import sys
 
+from .cgroups import write_file
+
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWNET = 0x10000000, 0x20000000, 0x20000, 0x40000000
 _PR_SET_SECUREBITS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 28, 24, 47, 4
 _SECURE_ALL = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED... each with its lock: uid 0 never regains a cap
@@ -35,19 +37,11 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 def _map_self(uid: int, gid: int) -> None:
     """Our one outside uid and gid become 0 inside (an unprivileged process may map exactly its own ids)."""
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"0 {uid} 1")
-    _write("/proc/self/gid_map", f"0 {gid} 1")
+    write_file("/proc/self/setgroups", "deny")
+    write_file("/proc/self/uid_map", f"0 {uid} 1")
+    write_file("/proc/self/gid_map", f"0 {gid} 1")
 
 
 def _probe() -> bool:
