@@ -22,7 +22,9 @@ import time
 
 from grpo_fast import sandbox as sb
 
-LEFT = ("/tmp", "/var/tmp", "/dev/shm")
+# Where a job may leave an answer for the next: the world-writable directories, and the root itself (a normal user's
+# minimal root is a tmpfs of the user's own: writable unless made read-only)
+LEFT = ("/tmp", "/var/tmp", "/dev/shm", "")
 TAG = os.urandom(4).hex()  # this run's names: an earlier run's leftovers (a weaker level's) are not this run's
 ANSWER = f"/grpo_sbx_answer_{TAG}"
 MARK = f"/grpo_sbx_was_here_{TAG}"
@@ -121,7 +123,7 @@ def f(x):
                       "        os.kill(-1, s)\n    except OSError:\n        pass\ndef f(x):\n    return x + 1")
     honest = "def f(x):\n    return x + 1"
     tests = ["assert f(1) == 2", "assert f(41) == 42"]
-    box = sb.Sandbox(workers=2)
+    box = sb.Sandbox(workers=1)  # one slot: the next job is that slot's next job, as in a long run
     try:
         level, layers = box.level(), box.layers()
         zygote = box.pid
