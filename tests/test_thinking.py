@@ -74,6 +74,18 @@ def test_the_run_gets_the_mode_room_to_think_and_judged_gold(thinking_dir, in_tm
     assert off.cfg.args.max_completion_length == 16
 
 
+def test_reasoning_accuracy_needs_a_run_that_thinks(thinking_dir, in_tmp):
+    """Gated on </think>, it gives every answer of a model that does not think 0: said before any weights load;
+    with the model thinking it trains, and delimiters of another format (</reasoning>) are the user's own."""
+    rewards = "rewards=[reasoning_accuracy, sum_correct]"
+    with pytest.raises(UserError, match="scores 0 unless the completion closes its thinking") as err:
+        prepare(resolve_config("demo", [rewards]))
+    assert "rewards" in err.value.where and "math_accuracy" in err.value.fix
+    assert prepare(resolve_config("demo", [f"model={thinking_dir}", rewards])).thinking.active
+    own = "rewards=[{name: reasoning_accuracy, reasoning_delimiters: ['</reasoning>']}, sum_correct]"
+    assert not prepare(resolve_config("demo", [own])).thinking.active
+
+
 def test_thinking_and_chat_template_kwargs_must_agree(thinking_dir, in_tmp):
     cfg = resolve_config("demo", [f"model={thinking_dir}", "thinking=on",
                                   "chat_template_kwargs={enable_thinking: false}"])

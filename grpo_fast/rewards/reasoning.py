@@ -48,7 +48,9 @@ def make_reasoning_accuracy_reward(column: str = "answer", reasoning_delimiters:
     if not reasoning_delimiters:
         raise ValueError("reasoning_accuracy needs at least one closing delimiter, e.g. ['</think>']")
     cfg = SimpleNamespace(column=column, delimiters=tuple(reasoning_delimiters))
-    return reads_thinking(bound(_reasoning_accuracy, cfg, name, "correctness"))
+    fn = reads_thinking(bound(_reasoning_accuracy, cfg, name, "correctness"))
+    fn.needs_thinking = all("think" in d for d in reasoning_delimiters)  # 0 for every answer of a model that doesn't
+    return fn
 
 
 def reads_thinking(fn: Any) -> Any:

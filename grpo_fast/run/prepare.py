@@ -84,6 +84,11 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report.append(stats.line())
     rewards = thinking.rewards(run_rewards(cfg, recipe), int(cfg.args.max_completion_length or 0) or None)
     report.append("rewards: " + ", ".join(f"{n} x{w:g}" for n, w in zip(rewards.names, rewards.weights)))
+    gated = [n for n, fn in zip(rewards.names, rewards.funcs) if getattr(fn, "needs_thinking", False)]
+    if gated and not thinking.active:
+        raise UserError(f"{', '.join(gated)} scores 0 unless the completion closes its thinking, and this run does "
+                        f"not think ({thinking.describe()})", cfg.where("rewards"), "train a thinking model "
+                        "(thinking: on), or judge direct answers with math_accuracy")
     sandbox = sandbox_check(cfg, rewards, tools, report)  # before the gold self-test runs any code
     audit = audit_gold(rewards, train_rows, recipe.gold)
     if audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
