@@ -108,8 +108,11 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.setsid()
         KERNEL.enter(judge=True)
         own = level in isolation.UID_DROPPED and level not in isolation.NAMESPACED  # a directory of its uid's
+        # namespaced: a fresh /tmp of its own (JOB_WORKDIR); no look for a writable temporary directory in the
+        # read-only minimal root, which finds none
+        base = isolation.JOB_WORKDIR if level in isolation.NAMESPACED else _tempdir(new=own)
         workdir = "/" if private_root and not desc.get("scratch") else \
-            isolation.private_workdir(level, uid, _tempdir(new=own), kernel.root_view(site_dirs)[0])  # scratch: pytest
+            isolation.private_workdir(level, uid, base, kernel.root_view(site_dirs)[0])  # scratch: pytest
         if own:  # removed with everything else its uid owns when it exits (cleanup)
             os.chown(workdir, uid, uid)
         devnull = os.open(os.devnull, os.O_RDWR)
