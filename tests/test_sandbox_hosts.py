@@ -71,7 +71,8 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
 
 
 SUITES = ("test_sandbox.py", "test_sandbox_forge.py", "test_sandbox_wire.py", "test_sandbox_round3.py",
-          "test_sandbox_honest.py", "test_sandbox_honest_families.py")
+          "test_sandbox_honest.py", "test_sandbox_honest_families.py",
+          "test_pytest_files.py")  # pytest files: a test and its program share tmp_path and relative files
 
 
 @needs_users

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, memory, pytest_run
+from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, memory, pytest_run, scratch
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -101,18 +101,21 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
     """The job's judge, under its own uid; then ``judge.main``. Never returns.
 
     In the minimal root (read-only, root-owned, an empty /proc) it needs no mounts of its own: it can write
-    nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program."""
+    nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program. Without namespaces a
+    pytest file's judge works in the program's own directory (``scratch.shared_directory``)."""
     try:
         signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter(judge=True)
-        own = level in isolation.UID_DROPPED and level not in isolation.NAMESPACED  # a directory of its uid's
-        # namespaced: a fresh /tmp of its own (JOB_WORKDIR); no look for a writable temporary directory in the
-        # read-only minimal root, which finds none
-        base = isolation.JOB_WORKDIR if level in isolation.NAMESPACED else _tempdir(new=own)
-        workdir = "/" if private_root and not desc.get("scratch") else \
-            isolation.private_workdir(level, uid, base, kernel.root_view(site_dirs)[0])  # scratch: pytest
+        shared = scratch.shared_directory(desc, level)
+        own = level in isolation.UID_DROPPED and not shared and level not in isolation.NAMESPACED
+        if level in isolation.NAMESPACED:  # a fresh /tmp of its own (JOB_WORKDIR): no look for a writable
+            # temporary directory in the read-only minimal root, which finds none
+            workdir = "/" if private_root and not desc.get("scratch") else \
+                isolation.private_workdir(level, uid, isolation.JOB_WORKDIR, kernel.root_view(site_dirs)[0])
+        else:
+            workdir = desc["workdir"] if shared else _tempdir(new=own)
         if own:  # removed with everything else its uid owns when it exits (cleanup)
             os.chown(workdir, uid, uid)
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -126,7 +129,7 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         isolation.set_nondumpable()
         KERNEL.seal(workdir)
         enter_environment(isolation.JOB_WORKDIR if level in isolation.NAMESPACED else workdir)
-        judge.main(3, 4)
+        judge.main(3, 4, shared_workdir=shared)
     finally:
         os._exit(1)
 
@@ -223,6 +226,8 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     os.sched_setaffinity(0, {cpu})  # the job's processes must be born on the slot's CPU, or none
                 off = int(desc["uid"]) % UID_SPAN
                 uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != isolation.USERNS else (0, 0)
+                if scratch.shared_directory(desc, level):  # one directory for both: one uid (its files are 0600)
+                    judge_uid = uid
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
                     networks.next_job()
                     if watch is not None:

@@ -160,13 +160,14 @@ def compile_job(job: dict[str, Any]) -> dict[str, Any]:
             "modules": sorted(module_names([*tests, job.get("trusted") or ""]))}
 
 
-def run_job(job: dict[str, Any], sock: int | socket.socket) -> dict[str, Any]:
+def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool = False) -> dict[str, Any]:
     """Load the program in the candidate's process, run every test here; the verdict as a JSON-able dict.
-    ``job["compiled"]``: ``compile_job``'s result, when the zygote made it."""
+    ``job["compiled"]``: ``compile_job``'s result, when the zygote made it. ``shared_workdir``: this process works
+    in the program's directory (no mount namespaces: ``forker.shares_workdir``)."""
     n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
-    conn = (SharedState if job.get("pytest") else Connection)(sock, deadline)
+    conn = SharedState(sock, deadline, shared_workdir) if job.get("pytest") else Connection(sock, deadline)
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod
@@ -244,7 +245,7 @@ def _pytest_verdict(out: dict[str, Any], code: types.CodeType, tns: TestGlobals,
     return out
 
 
-def main(ctl_fd: int, chan_fd: int) -> None:
+def main(ctl_fd: int, chan_fd: int, shared_workdir: bool = False) -> None:
     """Serve one job: read it from the zygote on ``ctl_fd``, judge the program on ``chan_fd``, send the verdict,
     exit (never returns)."""
     _signal.signal(_signal.SIGALRM, _alarm)  # the C function: signal.signal's enum wrapping costs a fresh process more
@@ -255,7 +256,7 @@ def main(ctl_fd: int, chan_fd: int) -> None:
         ctl.deadline = time.monotonic() + 60
         job = marshal.loads(ctl.recv())  # from the zygote (trusted): data and the tests' code objects
         try:
-            verdict = run_job(job, chan_fd)
+            verdict = run_job(job, chan_fd, shared_workdir)
         except BaseException as err:  # noqa: BLE001 - a judge fault is reported, never a crash mid-job
             verdict = {"status": "judge-error", "error": describe(err), "passed": [], "n": -1, "failures": []}
         finally:

@@ -23,11 +23,12 @@ from typing import Any
 from .wire import Deadline, Lost
 
 MODULE = "test_solution"
-ARGS = ["-q", "-s", "--noconftest", "--disable-plugin-autoload", "--basetemp", "/tmp/work/.pytest",
-        "--assert=plain", "-p", "no:cacheprovider", "-p", "no:faulthandler",
+ARGS = ["-q", "-s", "--noconftest", "--disable-plugin-autoload", "--assert=plain",
+        "-p", "no:cacheprovider", "-p", "no:faulthandler",
         "-p", "no:pastebin", "-p", "no:junitxml", "-p", "no:doctest", "-p", "no:unraisableexception",
         "-p", "no:threadexception", "-p", "no:stepwise", "-p", "no:setuponly", "-p", "no:setupplan",
         "-W", "ignore::pytest.PytestWarning"]
+BASETEMP = ".pytest"  # ``tmp_path`` and the like, below the working directory that the program shares
 
 # A failed test that uses one of these reaches only the judge's process: counted as outside the design.
 OUTSIDE_FIXTURES = {
@@ -225,7 +226,7 @@ class Verdicts:
         if self.conn.dead and state[0] == "pass":  # the program died or hung inside this test: never a pass
             state[:] = ["fail", self.conn.dead]
         if state[0] == "fail":
-            shared = getattr(self.conn, "scratch", None) is not None  # files reach both sides
+            shared = getattr(self.conn, "files_shared", False)  # files reach both sides
             why = self.conn.rule or _outside(self.items.get(nodeid), shared) or (
                 "a program object is a proxy in the test's process" if "Remote" in state[1] else "")
             if why and not state[1].startswith("outside design"):
@@ -289,6 +290,7 @@ def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: An
     """Load and run the file; ``passed``/``failures`` per test (skipped ones left out), ``error`` when none ran."""
     import pytest
 
+    basetemp = os.path.join(os.getcwd(), BASETEMP)  # the job's working directory, before the file can move it
     try:
         module = load(code, namespace)
     except (Deadline, Lost):
@@ -304,13 +306,14 @@ def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: An
         if _prepared:  # the template's configuration: this process is a fresh fork, it is used once
             config, plugin = _prepared.pop()
             plugin.module, plugin.conn, plugin.describe = module, conn, describe
+            config.option.basetemp = basetemp
             try:
                 config.hook.pytest_cmdline_main(config=config)
             finally:
                 config._ensure_unconfigure()  # noqa: SLF001 - what pytest.main does after its session
         else:
             plugin = Verdicts(module, conn, describe)
-            pytest.main(list(ARGS), plugins=[plugin])
+            pytest.main([*ARGS, "--basetemp", basetemp], plugins=[plugin])
     finally:
         sys.stdout, sys.stderr = saved
     passed, failures = plugin.verdict()

@@ -6,6 +6,10 @@ judge sends the files the test wrote or changed since the last call, the program
 regular files under the directory cross, as (relative path, bytes), checked on arrival (no absolute path, no
 ``..``, no link followed, at most ``MAX_FILES`` files and ``MAX_BYTES`` bytes a step), so neither side can reach
 outside its own directory. ``solution.py`` (the program's source) never crosses.
+
+Without mount namespaces (a container, a normal user without user namespaces) no path can name a private
+directory on both sides, so the judge works in the program's own directory, under the program's uid
+(``shared_directory``): nothing needs to cross.
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import isolation
+
 WORKDIR = "/tmp/work"  # isolation.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
 MAX_FILES = 256
 MAX_BYTES = 8 << 20
 _SKIP = frozenset({"solution.py"})
+
+
+def shared_directory(desc: dict[str, Any], level: str) -> bool:
+    """A pytest file's judge shares the program's directory and uid (``desc["workdir"]``, made for the program):
+    the program gains no reach over its judge (non-dumpable, ptrace filtered, signals scoped by Landlock) beyond
+    that directory's files, which it may write at each call anyway. Its files are mode 0600: one uid reads both."""
+    return bool(desc.get("scratch")) and level not in isolation.NAMESPACED
 
 
 class Scratch:

@@ -26,14 +26,15 @@ from .wire import Deadline, Lost
 class SharedState(Connection):
     """The judge's end of a pytest job: a ``Connection`` that brings the test's process state along on each call."""
 
-    def __init__(self, sock: Any, deadline: float) -> None:
+    def __init__(self, sock: Any, deadline: float, shared_workdir: bool = False) -> None:
         super().__init__(sock, deadline)
         self.env = dict(os.environ)
         self.random = random.getstate()
         self.input, self.stdin = builtins.input, sys.stdin
         self.own_input, self.own_stdin = builtins.input, sys.stdin
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
-        self.scratch = Scratch() if Scratch.usable() else None
+        self.scratch = Scratch() if Scratch.usable() and not shared_workdir else None
+        self.files_shared = shared_workdir or self.scratch is not None  # one directory, or two kept in step
         self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         self.logs = False  # the running test reads log records: the program's come back into the test's logging
         self.steps = False  # the running test sends into generators: theirs are stepped one item at a time
