@@ -3,7 +3,9 @@
 * ``as_user``: a normal account (made with ``useradd``), its own home holding secrets, running a command through
   the same uid change as ``setpriv --reuid=U --regid=G --clear-groups``. The kit's interpreter lives under
   ``/root`` (mode 0700) on CI, so the command's own mount namespace shows the interpreter's directories at their
-  paths (as a desktop user's own Python is readable by them); nothing else of the host changes.
+  paths (as a desktop user's own Python is readable by them); nothing else of the host changes. ``userns=False``:
+  a host that refuses unprivileged user namespaces (Ubuntu's AppArmor restriction, a hardened sysctl): the same
+  filter as the container's refuses them.
 
 * ``in_container``: root as in a stock container (Docker, Colab, Kaggle): the command's own mount namespace with
   the cgroup mounts read-only, Docker's default capabilities only, and a seccomp filter that refuses new
@@ -63,11 +65,13 @@ def _reachable_dirs() -> list[str]:
     return [sys.base_prefix, sys.prefix, *site.getsitepackages(), str(ROOT)]
 
 
-def _become(entry: pwd.struct_passwd) -> None:
+def _become(entry: pwd.struct_passwd, userns: bool = True) -> None:
     """In the child before exec: the interpreter made reachable (own mount namespace), then the user's ids."""
     from grpo_fast.sandbox import isolation
 
     isolation.expose_interpreter(_reachable_dirs())
+    if not userns:
+        _docker_seccomp()
     os.setgroups([])
     os.setresgid(entry.pw_gid, entry.pw_gid, entry.pw_gid)
     os.setresuid(entry.pw_uid, entry.pw_uid, entry.pw_uid)
@@ -141,23 +145,25 @@ def in_container(argv: list[str], timeout: float = 600, **kw) -> subprocess.Comp
                           capture_output=kw.pop("capture", True), text=True, **kw)
 
 
-def as_user(argv: list[str], entry: pwd.struct_passwd, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    """Run ``argv`` as the normal user ``entry`` (its home, no group, its uid: what ``setpriv`` does)."""
+def as_user(argv: list[str], entry: pwd.struct_passwd, timeout: float = 600, userns: bool = True,
+            **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` as the normal user ``entry`` (its home, no group, its uid: what ``setpriv`` does); ``userns``:
+    whether the host lets it make user namespaces."""
     env = {"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir, "USER": entry.pw_name, "LANG": "C.UTF-8",
            "PYTHONPATH": str(ROOT), **kw.pop("env", {})}
-    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=lambda: _become(entry), timeout=timeout,
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=lambda: _become(entry, userns), timeout=timeout,
                           capture_output=kw.pop("capture", True), text=True, **kw)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["user"], ["container"]) or "--" not in sys.argv:
-        raise SystemExit("usage: host_kinds.py user|container -- COMMAND...")
+    if sys.argv[1:2] not in (["user"], ["user-no-userns"], ["container"]) or "--" not in sys.argv:
+        raise SystemExit("usage: host_kinds.py user|user-no-userns|container -- COMMAND...")
     cmd = sys.argv[sys.argv.index("--") + 1:]
     if cmd and cmd[0] in ("python", "pytest"):
         cmd = [sys.executable, *(["-m", "pytest", "-p", "no:cacheprovider"] if cmd[0] == "pytest" else []), *cmd[1:]]
-    if sys.argv[1] == "user":
+    if sys.argv[1].startswith("user"):
         entry = make_user()
-        home, become = entry.pw_dir, (lambda: _become(entry))
+        home, become = entry.pw_dir, (lambda: _become(entry, sys.argv[1] == "user"))
     else:
         home, become = container_home(), _contain
     proc = subprocess.run(cmd, env={"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",

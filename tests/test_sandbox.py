@@ -213,7 +213,7 @@ def test_no_two_runs_share_a_uid_whatever_their_kind() -> None:
     """Stdin test runs and call-based jobs of one pool take their uids from one count: a uid is what a weaker
     level kills leftovers by, and what a process limit counts (ids alone collided: job 257 with the first stdin
     run)."""
-    if sb.isolation_level() == "rlimits-only":
+    if sb.isolation_level() in ("rlimits-only", "landlock+own-uid"):
         pytest.skip("every process runs as your uid at this level")
     box = sb.Sandbox(workers=2)
     try:
@@ -279,7 +279,7 @@ def test_workdir_is_private_and_writable() -> None:
                          timeout=TIMEOUT)
     assert res.status == "ok"
     cwd, uid = res.stdout.split()
-    assert int(uid) >= 0x40000000 or sb.isolation_level() == "rlimits-only" or \
+    assert int(uid) >= 0x40000000 or sb.isolation_level() in ("rlimits-only", "landlock+own-uid") or \
         (sb.isolation_level() == "namespaces+userns" and int(uid) != os.getuid())  # unmapped in its own namespace
     assert not os.path.exists(cwd) or not os.path.exists(os.path.join(cwd, "f.txt"))
 
@@ -309,7 +309,7 @@ def test_isolation_level_matches_machine() -> None:
     container = "landlock+uid-drop" if _landlock() else "uid-drop"  # root without namespaces
     expected = "namespaces+uid-drop" if _namespaces_work() else (container if os.geteuid() == 0 else
                                                                 "namespaces+userns" if _user_namespaces_work() else
-                                                                "rlimits-only")
+                                                                "landlock+own-uid" if _landlock() else "rlimits-only")
     assert sb.isolation_level() == expected
     assert sb.describe_isolation().startswith(expected)
 

@@ -49,8 +49,14 @@ def test_suite_is_big_enough() -> None:
     assert len(MBPP) + len(HUMANEVAL) >= 60
 
 
+PROCESS_POOLS = ("multiprocessing_pool", "process_pool")  # their locks live in /dev/shm
+
+
 @pytest.mark.parametrize("name", sorted(MBPP))
 def test_honest_mbpp_scores_full(name: str, mbpp_scores: dict[str, float | None]) -> None:
+    if name in PROCESS_POOLS and sb.isolation_level() == "landlock+own-uid":
+        assert "multiprocessing: unavailable" in " ".join(sb.default_sandbox().threats())
+        pytest.skip("a normal user without user namespaces: /dev/shm stays closed, said at run start")
     score = mbpp_scores[name]
     assert score == 1.0, _why(name)
 

@@ -30,12 +30,12 @@ U32 = struct.Struct("<I")
 
 
 def strongest() -> bool:
-    return sb.isolation_level() in ("namespaces+uid-drop", "namespaces+userns", "landlock+uid-drop")
+    return sb.isolation_level() in ("namespaces+uid-drop", "namespaces+userns", "landlock+uid-drop", "landlock+own-uid")
 
 
 def refused_outright() -> bool:
     """No namespaces (a container): the seccomp filter and Landlock refuse the channel itself."""
-    return sb.isolation_level() == "landlock+uid-drop"
+    return sb.isolation_level() in ("landlock+uid-drop", "landlock+own-uid")
 
 
 @pytest.fixture(scope="module")

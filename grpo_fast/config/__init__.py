@@ -170,8 +170,8 @@ class RunConfig(_Section):
     """warn | stop: on a health alarm, only warn, or stop cleanly with a checkpoint."""
     max_reward_failure_rate: float = Field(0.1, ge=0, le=1)
     """Share of samples a reward may fail on (exception/NaN, scored as not applicable) before the run stops."""
-    sandbox_min_level: Literal["namespaces+uid-drop", "namespaces+userns", "landlock+uid-drop", "uid-drop",
-                               "rlimits-only"] | None = None
+    sandbox_min_level: Literal["namespaces+uid-drop", "namespaces+userns", "landlock+uid-drop", "landlock+own-uid",
+                               "uid-drop", "rlimits-only"] | None = None
     """Refuse to score code (code rewards, the python tool) below this isolation level of the sandbox (strongest
     first; docs/sandbox.md "Host kinds"). Unset: run at any level, saying at the start what a program can reach."""
     evaluate: bool = True

@@ -104,9 +104,11 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox)
 
 
+USERNS_FIX = ("run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+              "on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)")
 SANDBOX_FIXES = {  # what lifts a host to the strongest levels, by where it stopped
-    "rlimits-only": "run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
-                    "on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)",
+    "landlock+own-uid": USERNS_FIX,
+    "rlimits-only": USERNS_FIX,
     "uid-drop": "give the container namespaces (docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN, "
                 "or --privileged)",
 }

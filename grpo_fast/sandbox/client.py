@@ -255,6 +255,10 @@ LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a
                           "passed as an argument, e.g. --hub-token, is readable; not their memory or environment)",
                           "host file names: visible, /dev/shm's included (not the contents of any file outside the "
                           "system and packages)"),
+    "landlock+own-uid": ("processes: your process list and command lines readable in /proc (a secret passed as an "
+                         "argument is readable; not their memory or environment)",
+                         "host file names: visible (not the contents of any file outside the system and packages)",
+                         "multiprocessing: unavailable (/dev/shm is your own programs' and stays closed)"),
     "uid-drop": ("host files: the world-readable ones readable", "network: open",
                  "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
     "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",
@@ -273,6 +277,8 @@ def remaining_threats(level: str, layers: dict[str, str]) -> list[str]:
     """The concrete threats a level and its refused layers leave (``your files: readable``, ``network: open``),
     said at the start of every run that scores code, in its report and by ``grpo-fast doctor``."""
     found = list(LEVEL_THREATS.get(level, ()))
+    if "landlock" in layers and "signals" not in str(layers["landlock"]):  # Landlock's scopes need ABI >= 6
+        found.append("processes: can be signalled (this kernel's Landlock does not scope signals)")
     found += [why for layer, why in LAYER_THREATS.items() if str(layers.get(layer, "holds")).startswith("refused")]
     return found
 

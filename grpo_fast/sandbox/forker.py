@@ -176,10 +176,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         isolation.minimal_root(*kernel.root_view(site_dirs))
     watch = None
     if "memory" not in slot_cgroups.slots:  # the kernel's per-job memory limit is refused: ``memory`` instead
-        watch = memory.Watch(shared_shm=pidns is None)
+        watch = memory.Watch(shared_shm=level in isolation.UID_DROPPED and pidns is None)  # not the user's own
         KERNEL.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
-    if level == isolation.LANDLOCK:  # reads of what a program needs, for every job (each adds its own layer)
-        KERNEL.landlock = landlock.Landlock(landlock.abi())
+    if level in isolation.LANDLOCKED:  # reads of what a program needs, for every job (each adds its own layer)
+        KERNEL.landlock = landlock.Landlock(landlock.abi(), shm=level == isolation.LANDLOCK)
         keep, hide = kernel.root_view(site_dirs)
         KERNEL.landlock.confine_template([*isolation.SYSTEM_DIRS, *keep], hide,
                                          list(dict.fromkeys([*cleanup.SHARED_DIRS, _tempdir()])))
@@ -267,9 +267,10 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 pass
         now = time.monotonic()
         if watch is not None:  # over its memory limit: killed, as a cgroup's OOM killer would
-            orphans = [] if pidns is not None else [p for p in memory.children(os.getpid())
+            orphans = [] if pidns is not None else [p for p in isolation.children(os.getpid())
                                                     if p not in running and p not in judges]
-            for pid in watch.over({p: (None if pidns is not None else prog.uid, prog.memory_mb << 20)
+            job_uid = os.getuid() if level in isolation.SAME_UID else None  # which adopted orphans are a job's
+            for pid in watch.over({p: (None if pidns is not None else job_uid or prog.uid, prog.memory_mb << 20)
                                    for p, prog in running.items()}, orphans, now):
                 _kill(pid)
         for pid, prog in running.items():

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from . import landlock, limits, userns
+from . import limits, userns
 
 LEVELS = {
     "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
@@ -24,6 +24,8 @@ LEVELS = {
                          "/proc and /tmp; no capabilities",
     "landlock+uid-drop": "root without namespaces (a container): an unprivileged uid per job, Landlock (files, TCP, "
                          "signals), seccomp (no network socket, no IPC), clean-up by uid",
+    "landlock+own-uid": "as a normal user where user namespaces are refused: Landlock (files, TCP, signals), "
+                        "seccomp (no network socket, no IPC), rlimits; runs as YOUR uid",
     "uid-drop": "separate process as an unprivileged uid, rlimits, killed by uid; network NOT blocked",
     "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
 }
@@ -31,7 +33,10 @@ STRONGEST = "namespaces+uid-drop"
 USERNS = "namespaces+userns"
 NAMESPACED = frozenset({STRONGEST, USERNS})  # the levels with a PID, mount and network namespace per job
 LANDLOCK = "landlock+uid-drop"
+OWN_UID = "landlock+own-uid"
+LANDLOCKED = frozenset({LANDLOCK, OWN_UID})  # Landlock's layers and the filter's confining part hold the job
 UID_DROPPED = frozenset({STRONGEST, LANDLOCK, "uid-drop"})  # a uid of its own per job process
+SAME_UID = frozenset({OWN_UID, "rlimits-only"})  # every job process runs as the user's uid
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x40000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
@@ -49,13 +54,13 @@ _libc_fork = libc.fork
 _libc_fork.restype, _libc_fork.argtypes = ctypes.c_int, []
 
 
-def _check(ret: int, what: str) -> None:
+def check(ret: int, what: str) -> None:
     if ret != 0:
         raise OSError(ctypes.get_errno(), what)
 
 
 def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
-    _check(libc.mount(src.encode(), dst.encode(), fstype.encode() if fstype else None, flags,
+    check(libc.mount(src.encode(), dst.encode(), fstype.encode() if fstype else None, flags,
                       data.encode() if data else None), f"mount {dst}")
 
 
@@ -125,7 +130,7 @@ def expose_interpreter(paths: list[str]) -> list[str]:
             blocked.setdefault(top, []).append(p)
     if not blocked:
         return []
-    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
     mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
     for top, dirs in blocked.items():
         fds = [os.open(d, os.O_PATH | os.O_DIRECTORY) for d in dirs]  # still reachable once ``top`` is covered
@@ -144,7 +149,7 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
 
     Run once, in the process that forks the programs; each program mounts its own /proc and /tmp inside it.
     """
-    _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
     mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
     links = [p for p in SYSTEM_DIRS if os.path.islink(p)]  # merged /usr: /bin -> usr/bin
     held = hold_open(outermost([*(p for p in SYSTEM_DIRS if p not in links), *keep]))  # keep may lie in /tmp
@@ -177,8 +182,8 @@ def minimal_root(keep: list[str], hide: list[str]) -> None:
     os.chdir(new)
     number = _SYS_PIVOT_ROOT.get(_MACHINE)
     if number is not None:  # the old root is stacked under the new one, then detached entirely
-        _check(libc.syscall(number, b".", b"."), "pivot_root")
-        _check(libc.umount2(b".", _MNT_DETACH), "detach old root")
+        check(libc.syscall(number, b".", b"."), "pivot_root")
+        check(libc.umount2(b".", _MNT_DETACH), "detach old root")
     else:
         mount(".", "/", None, _MS_MOVE, None)
         os.chroot(".")
@@ -254,47 +259,8 @@ class PidNamespaces:
         self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def before_fork(self) -> None:
-        _check(libc.setns(self._own, CLONE_NEWPID), "setns pid")
-        _check(libc.unshare(CLONE_NEWPID), "unshare pid")
-
-
-def detect_level(requested: str) -> str:
-    """Strongest level this (root or not) process can set up; ``requested`` may only weaken it.
-
-    As a side effect the caller enters a new, empty network namespace when it can: everything it forks from then
-    on has no network at all, not even a usable loopback.
-    """
-    order = list(LEVELS)
-    best = "rlimits-only"
-    if userns.active:  # a normal user's zygote in its own user namespace (``userns.enter_pool``)
-        if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
-            return USERNS
-    elif os.geteuid() == 0:
-        best = LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
-        if libc.unshare(CLONE_NEWNET) == 0 and _namespaces_work():
-            best = STRONGEST
-    if requested in LEVELS and order.index(requested) > order.index(best):
-        return requested
-    return best
-
-
-def _namespaces_work() -> bool:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            PidNamespaces().before_fork()
-            c = os.fork()
-            if c == 0:
-                try:
-                    _check(libc.unshare(CLONE_NEWNS), "unshare mount")
-                    enter_private_fs()
-                    os._exit(0 if os.getpid() == 1 else 1)
-                finally:
-                    os._exit(1)
-            os._exit(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]))
-        finally:
-            os._exit(1)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        check(libc.setns(self._own, CLONE_NEWPID), "setns pid")
+        check(libc.unshare(CLONE_NEWPID), "unshare pid")
 
 
 class SlotNetwork:
@@ -309,18 +275,18 @@ class SlotNetwork:
     """
 
     def __init__(self) -> None:
-        _check(libc.unshare(CLONE_NEWNET), "unshare net namespace")
+        check(libc.unshare(CLONE_NEWNET), "unshare net namespace")
 
     @staticmethod
     def next_job() -> None:
-        _check(libc.unshare(CLONE_NEWIPC), "unshare ipc namespace")
+        check(libc.unshare(CLONE_NEWIPC), "unshare ipc namespace")
 
 
 def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
     """A job's process, before dropping privileges: its own mount namespace with a private /proc and /tmp, and an
     empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
     if level in NAMESPACED:
-        _check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+        check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
         enter_private_fs(keep)
         workdir = JOB_WORKDIR
         os.mkdir(workdir, 0o700)
@@ -341,7 +307,7 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
             set_no_new_privs()
         set_pdeathsig()
         return
-    if level != "rlimits-only":
+    if level not in SAME_UID:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
     else:  # RLIMIT_NPROC counts every process of the uid: leave room for the user's own
@@ -349,41 +315,74 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     limits.set_nproc(nproc)
     if not _no_new_privs:
         set_no_new_privs()
-    if level != "rlimits-only":
+    if level not in SAME_UID:
         os.setresuid(uid, uid, uid)
     set_pdeathsig()
 
 
 def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]]:
-    """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans (rlimits-only) until
-    none remain. ``keep``: our children that are other jobs' processes, still running. Returns the children
-    reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
+    """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans and all below them (as
+    the user's uid) until none remain. ``keep``: our children that are other jobs' processes, still running.
+    Returns the children reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
     me = os.getpid()
     reaped: list[tuple[int, int]] = []
     for _ in range(200):
-        found = False
-        for p in os.listdir("/proc"):
-            if not p.isdigit() or int(p) == me or int(p) in keep:
-                continue
+        if level in SAME_UID:  # no uid of the job's own: its processes are the trees below our adopted orphans
+            found = _stopped_trees([p for p in children(me) if p not in keep])
+        else:
+            found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
+                     and _uid_of(p) == uid]
+        for pid in found:
             try:
-                with open(f"/proc/{p}/status") as f:
-                    st = dict(line.split(":", 1) for line in f if ":" in line)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
-                continue
-            mine = level == "rlimits-only" and int(st.get("PPid", "0")) == me
-            if level in UID_DROPPED:
-                mine = int(st.get("Uid", "0 0").split()[1]) == uid
-            if mine:
-                found = True
-                try:
-                    os.kill(int(p), signal.SIGKILL)
-                except OSError:
-                    pass
+                pass
         reaped += reap()
         if not found:
             return reaped
         time.sleep(0.001)
     return reaped
+
+
+def _stopped_trees(roots: list[int]) -> list[int]:
+    """Every process below ``roots`` (included), each stopped before its children are read: a stopped process
+    forks no more, so killing them one by one cannot race a fork bomb refilling the process limit. Walked again
+    until a walk finds no new process (a fork in flight when its parent stopped)."""
+    seen: set[int] = set()
+    while True:
+        todo, new = list(roots), False
+        while todo:
+            pid = todo.pop()
+            if pid not in seen:
+                seen.add(pid)
+                new = True
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except OSError:
+                    continue
+            todo += children(pid)
+        if not new:
+            return sorted(seen)
+
+
+def children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (none once it is gone)."""
+    try:
+        out = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(p) for p in f.read().split()]
+        return out
+    except OSError:
+        return []
+
+
+def _uid_of(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[2]) for line in f if line.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return -1
 
 
 def reap() -> list[tuple[int, int]]:

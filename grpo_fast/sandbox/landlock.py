@@ -1,5 +1,5 @@
-"""Landlock: where namespaces are refused (root in a stock container), the kernel still confines a process's files,
-TCP and signals without privilege, as an allow-list.
+"""Landlock: where namespaces are refused (root in a stock container; a normal user whose host refuses user
+namespaces), the kernel still confines a process's files, TCP and signals without privilege, as an allow-list.
 
 Two layers, stacked (Landlock intersects them):
 
@@ -9,8 +9,10 @@ Two layers, stacked (Landlock intersects them):
   job directories); on ABI >= 4 no TCP connect or bind; on ABI >= 6 no signal and no abstract unix socket outside
   the domain;
 * each job process's own (``Landlock.confine_job``), reads and writes: no temporary directory but its own working
-  directory and ``/dev/shm`` (where the C library keeps POSIX semaphores; cleaned by uid after the job), writes only
-  there and to the devices. The two intersect: what a job reads is what both allow.
+  directory and, for root's jobs, ``/dev/shm`` (where the C library keeps POSIX semaphores; cleaned by uid after
+  the job), writes only there and to the devices. A normal user's jobs run as the user's uid: ``/dev/shm`` holds
+  the user's own programs' memory and nothing of a job's could be told from theirs, so it stays closed (no
+  ``multiprocessing`` locks). The two intersect: what a job reads is what both allow.
 
 Only the standard library is imported: this module runs in the zygote.
 """
@@ -54,8 +56,9 @@ def abi() -> int:
 class Landlock:
     """The rights this kernel's ABI knows, and the two layers' rule sets."""
 
-    def __init__(self, version: int) -> None:
+    def __init__(self, version: int, shm: bool = True) -> None:
         self.version = version
+        self.extra = ("/dev/shm",) if shm else ()  # where a job may write besides its own directory
         self.writes = _WRITE_FILE | _WRITES_V1 | (_REFER if version >= 2 else 0) | (_TRUNCATE if version >= 3 else 0)
         self.fs = READ | self.writes | (_IOCTL_DEV if version >= 5 else 0)
         self.net = _NET_ALL if version >= 4 else 0
@@ -64,7 +67,8 @@ class Landlock:
 
     def holds(self) -> str:
         """What the layers hold on this ABI (the doctor's line)."""
-        parts = ["files: reads of what a program needs, writes in its own directory"]
+        parts = ["files: reads of what a program needs, writes in its own directory" +
+                 (" and /dev/shm" if self.extra else "")]
         parts.append("TCP connect/bind: denied" if self.net else "TCP: not covered (ABI < 4): the seccomp filter")
         if self.scoped:
             parts.append("signals and abstract sockets: the job's own")
@@ -105,11 +109,11 @@ class Landlock:
         self.job_reads = job_reads(readable, hidden, temporary)
         self._restrict(READ, rules, self.net, self.scoped)
 
-    def confine_job(self, workdir: str, extra: Sequence[str] = ("/dev/shm",)) -> None:
+    def confine_job(self, workdir: str) -> None:
         """A job process's own layer: reads as the template's but no temporary directory other than ``workdir``
         (and ``extra``), writes only below those (and to the devices)."""
         rules = [(p, READ) for p in self.job_reads]
-        rules += [(p, READ | self.writes) for p in (workdir, *extra)]
+        rules += [(p, READ | self.writes) for p in (workdir, *self.extra)]
         rules += [(d, READ | _WRITE_FILE) for d in DEVICES]
         self._restrict(READ | self.writes, rules, self.net, self.scoped)
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from . import isolation
+
 POLL_S = 0.02
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -27,17 +29,6 @@ def limit_ipc_namespace(memory_mb: int) -> None:
             f.write(str((memory_mb << 20) // _PAGE))
     except OSError:
         pass
-
-
-def children(pid: int) -> list[int]:
-    try:
-        out = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(p) for p in f.read().split()]
-        return out
-    except OSError:
-        return []
 
 
 def _resident(pid: int) -> int:
@@ -66,7 +57,7 @@ def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | Non
             continue
         seen.add(pid)
         total += _resident(pid)
-        todo += children(pid)
+        todo += isolation.children(pid)
     if shm_dir and uid is not None:
         for folder, dirs, files in os.walk(shm_dir, onerror=lambda err: None):  # subdirectories hold memory too
             for name in dirs + files:

@@ -23,12 +23,14 @@ from typing import Any
 from .wire import Deadline, Lost
 
 MODULE = "test_solution"
-ARGS = ["-q", "-s", "--noconftest", "--disable-plugin-autoload", "--assert=plain",
+ARGS = ["-q", "-s", "-c", os.devnull, "--noconftest", "--disable-plugin-autoload", "--assert=plain",
         "-p", "no:cacheprovider", "-p", "no:faulthandler",
         "-p", "no:pastebin", "-p", "no:junitxml", "-p", "no:doctest", "-p", "no:unraisableexception",
         "-p", "no:threadexception", "-p", "no:stepwise", "-p", "no:setuponly", "-p", "no:setupplan",
         "-W", "ignore::pytest.PytestWarning"]
 BASETEMP = ".pytest"  # ``tmp_path`` and the like, below the working directory that the program shares
+# ``-c os.devnull``: no ini file is looked for, so none a program wrote in that directory (``addopts``, ``pythonpath``)
+# can reach pytest's configuration
 
 # A failed test that uses one of these reaches only the judge's process: counted as outside the design.
 OUTSIDE_FIXTURES = {

@@ -23,17 +23,17 @@ def main(argv: list[str]) -> None:
     """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
     requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
     refused_userns = ""
-    if os.geteuid() != 0 and requested not in ("uid-drop", "rlimits-only"):  # a normal user: namespaces of our own
+    if os.geteuid() != 0 and requested not in ("uid-drop", "rlimits-only", isolation.OWN_UID):  # namespaces of our own
         refused_userns = userns.enter_pool()
     isolation.set_pdeathsig()
     isolation.set_nondumpable()
     sys.path.extend(d for d in site_dirs if d not in sys.path)
-    level = isolation.detect_level(requested)
+    level = detect_level(requested)
     warnings = [f"a normal user's namespaces: {refused_userns}"] if refused_userns else []
-    seccomp, why = limits.seccomp_filter(confine=level == isolation.LANDLOCK)
+    seccomp, why = limits.seccomp_filter(confine=level in isolation.LANDLOCKED)
     why = why or (limits.filters_work(seccomp) if seccomp else "")
-    if level == isolation.LANDLOCK and why:  # its network and IPC closures are the filter's: not this level
-        level = "uid-drop"
+    if level in isolation.LANDLOCKED and why:  # its network and IPC closures are the filter's: not this level
+        level = "uid-drop" if level == isolation.LANDLOCK else "rlimits-only"
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
     # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
     # other cases -- slots sharing CPUs, or unpinned, or no filter.
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
         layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
     warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
                  if state.startswith("refused")]
-    if level != "rlimits-only":  # unprivileged uids must be able to read the interpreter and its packages
+    if level not in isolation.SAME_UID:  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
             isolation.expose_interpreter([sys.base_prefix, sys.prefix, *site_dirs, here])
@@ -68,6 +68,49 @@ def main(argv: list[str]) -> None:
     zygote.serve()
 
 
+def detect_level(requested: str) -> str:
+    """Strongest level this (root or not) process can set up; ``requested`` may only weaken it.
+
+    As a side effect the caller enters a new, empty network namespace when it can: everything it forks from then
+    on has no network at all, not even a usable loopback.
+    """
+    order = list(isolation.LEVELS)
+    best = "rlimits-only"
+    if userns.active:  # a normal user's zygote in its own user namespace (``userns.enter_pool``)
+        if isolation.libc.unshare(isolation.CLONE_NEWNET) == 0 and namespaces_work():
+            return isolation.USERNS
+    elif os.geteuid() == 0:
+        best = isolation.LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
+        if isolation.libc.unshare(isolation.CLONE_NEWNET) == 0 and namespaces_work():
+            best = isolation.STRONGEST
+    elif landlock.abi() >= 1:  # a normal user, user namespaces refused: Landlock needs no privilege
+        best = isolation.OWN_UID
+    if requested in isolation.LEVELS and order.index(requested) > order.index(best) and (
+            requested not in isolation.UID_DROPPED or os.geteuid() == 0):  # only root can drop to other uids
+        return requested
+    return best
+
+
+def namespaces_work() -> bool:
+    """A PID namespace and, inside it, a private mount namespace: both made and entered by a throwaway child."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolation.PidNamespaces().before_fork()
+            c = os.fork()
+            if c == 0:
+                try:
+                    isolation.check(isolation.libc.unshare(isolation.CLONE_NEWNS), "unshare mount")
+                    isolation.enter_private_fs()
+                    os._exit(0 if os.getpid() == 1 else 1)
+                finally:
+                    os._exit(1)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]))
+        finally:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
     """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
     strongest = level in isolation.NAMESPACED
@@ -77,8 +120,9 @@ def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: st
     if not layers.get("cgroup memory", "").startswith("holds"):  # sandbox.memory: what holds a job's memory instead
         layers["memory watch"] = "holds (per process RLIMIT_AS; the job's processes measured every 20 ms" + \
             ("; no memory files; SysV shared memory within the limit)" if not seccomp_refused else ")")
-    if level == isolation.LANDLOCK:
-        layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi()).holds()})"
-    elif level == "uid-drop":
-        layers["landlock"] = "refused: " + ("not in this kernel" if not landlock.abi() else f"only {level} asked")
+    if level in isolation.LANDLOCKED:
+        layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi(), level == isolation.LANDLOCK).holds()})"
+    elif level in ("uid-drop", "rlimits-only"):
+        layers["landlock"] = "refused: " + ("not in this kernel" if not landlock.abi() else "the seccomp filter it "
+                                            "needs is refused" if seccomp_refused else f"only {level} asked")
     return layers
