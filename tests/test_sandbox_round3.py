@@ -329,6 +329,19 @@ def test_threads_and_processes_still_work_under_the_filter(box: Sandbox) -> None
     assert score(box, honest, ["assert f() == 18"], timeout=20) == 1.0
 
 
+def test_a_program_may_run_its_own_interpreter(box: Sandbox) -> None:
+    """``sys.executable`` names an interpreter the job can run, with the packages the job imports (it was the
+    virtualenv's, which the minimal root and Landlock did not keep: FileNotFoundError)."""
+    honest = S("""
+        import subprocess, sys
+        done = subprocess.run([sys.executable, "-c", "import numpy; print(numpy.add(40, 2))"], capture_output=True,
+                              text=True, timeout=30)
+        def f():
+            return int(done.stdout)
+        """)
+    assert score(box, honest, ["assert f() == 42"], timeout=20) == 1.0
+
+
 @pytest.fixture(scope="module")
 def one_slot() -> Sandbox:
     sandbox = Sandbox(workers=1)

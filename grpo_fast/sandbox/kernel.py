@@ -53,6 +53,11 @@ def job_cpus(workers: int) -> list[int]:
 
 
 def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
-    """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that."""
-    return [sys.base_prefix, sys.prefix, *site_dirs], [os.path.join(d, h) for d in site_dirs
-                                                        for h in isolation.HIDDEN_IN_PACKAGES]
+    """What programs keep of the filesystem (the interpreter, its packages) and what is hidden inside that. The
+    virtualenv the pool was started from is kept whole (``-S`` leaves ``sys.prefix`` at the base interpreter's):
+    a program's ``subprocess.run([sys.executable, ...])`` finds that interpreter, and its ``pyvenv.cfg`` the
+    packages."""
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    venvs = [venv] if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) else []
+    return list(dict.fromkeys([sys.base_prefix, sys.prefix, *venvs, *site_dirs])), [
+        os.path.join(d, h) for d in site_dirs for h in isolation.HIDDEN_IN_PACKAGES]

@@ -63,7 +63,7 @@ class Landlock:
         self.fs = READ | self.writes | (_IOCTL_DEV if version >= 5 else 0)
         self.net = _NET_ALL if version >= 4 else 0
         self.scoped = _SCOPE_ALL if version >= 6 else 0
-        self.job_reads: list[str] = []
+        self.job_reads: list[tuple[str, int]] = []
 
     def holds(self) -> str:
         """What the layers hold on this ABI (the doctor's line)."""
@@ -104,7 +104,7 @@ class Landlock:
         """The forker's layer, reads only (it still writes job directories and cleans up): below ``readable`` but
         ``hidden``, ``/proc``, the devices, and the ``temporary`` directories it cleans; TCP and scopes as the
         ABI allows. Also notes, for each job's layer, every other place a job may read (``confine_job``)."""
-        rules = [(p, READ) for p in _allowed_reads(readable, hidden)]
+        rules = _allowed_reads(readable, hidden)
         rules += [(p, READ) for p in ("/proc", "/sys/devices/system/cpu", *DEVICES, *temporary)]
         self.job_reads = job_reads(readable, hidden, temporary)
         self._restrict(READ, rules, self.net, self.scoped)
@@ -112,13 +112,13 @@ class Landlock:
     def confine_job(self, workdir: str) -> None:
         """A job process's own layer: reads as the template's but no temporary directory other than ``workdir``
         (and ``extra``), writes only below those (and to the devices)."""
-        rules = [(p, READ) for p in self.job_reads]
+        rules = list(self.job_reads)
         rules += [(p, READ | self.writes) for p in (workdir, *self.extra)]
         rules += [(d, READ | _WRITE_FILE) for d in DEVICES]
         self._restrict(READ | self.writes, rules, self.net, self.scoped)
 
 
-def job_reads(readable: Sequence[str], hidden: Sequence[str], temporary: Sequence[str]) -> list[str]:
+def job_reads(readable: Sequence[str], hidden: Sequence[str], temporary: Sequence[str]) -> list[tuple[str, int]]:
     """What a job's layer lets it read (the template's layer narrows it further): everything outside the temporary
     directories, and below them only the interpreter and packages that live there, ``hidden`` subtracted (the
     template's layer reads all of the temporary directories, so only this layer can keep a virtualenv's benchmark
@@ -126,7 +126,7 @@ def job_reads(readable: Sequence[str], hidden: Sequence[str], temporary: Sequenc
     reads = [p for p in _entries("/") if p not in ("/var", "/tmp") and p not in temporary]
     reads += [p for p in _entries("/var") if p not in temporary]
     inside = [p for p in readable if any(p.startswith(t.rstrip("/") + "/") for t in temporary)]
-    return reads + _allowed_reads(inside, hidden)
+    return [(p, READ) for p in reads] + _allowed_reads(inside, hidden)
 
 
 def _entries(top: str) -> list[str]:
@@ -136,29 +136,33 @@ def _entries(top: str) -> list[str]:
         return []
 
 
-def _allowed_reads(readable: Sequence[str], hidden: Sequence[str]) -> list[str]:
-    """``readable`` directories, each replaced, where a ``hidden`` path lies below it, by its other entries (down to
-    the hidden path's parent): an allow-list cannot subtract."""
-    out: list[str] = []
+def _allowed_reads(readable: Sequence[str], hidden: Sequence[str]) -> list[tuple[str, int]]:
+    """Rules reading ``readable`` directories, each replaced, where a ``hidden`` path lies below it, by its other
+    entries (down to the hidden path's parent): an allow-list cannot subtract. The directories so split keep
+    ``READ_DIR`` over their whole hierarchy, names only: a fresh interpreter lists site-packages to import from it
+    (the hidden files' names are visible, their contents are not)."""
+    out: list[tuple[str, int]] = []
     for top in readable:
         inside = [h for h in hidden if h.startswith(top.rstrip("/") + "/") and os.path.exists(h)]
-        if not inside:
-            out.append(top)
-            continue
-        out += _without(top, inside)
+        out += _without(top, inside) if inside else [(top, READ)]
     return out
 
 
-def _without(top: str, hidden: list[str]) -> list[str]:
+def _without(top: str, hidden: list[str]) -> list[tuple[str, int]]:
     if top in hidden:
         return []
     if not any(h.startswith(top + "/") for h in hidden):
-        return [top]
+        return [(top, READ)]
     try:
         entries = [os.path.join(top, e) for e in os.listdir(top)]
     except OSError:
         return []
-    out = []
+    out = [(top, _READ_DIR)]
     for path in entries:
-        out += _without(path, hidden) if os.path.isdir(path) and not os.path.islink(path) else [path]
+        if os.path.islink(path):  # a rule follows the link: a virtualenv's lib64 -> lib would open the hidden data
+            real = os.path.realpath(path)
+            out += _without(real, hidden) if any(h == real or h.startswith(real + "/") for h in hidden) else \
+                [(path, READ)]
+        else:
+            out += _without(path, hidden) if os.path.isdir(path) else [(path, READ)]
     return out

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     if level not in isolation.SAME_UID:  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
-            isolation.expose_interpreter([sys.base_prefix, sys.prefix, *site_dirs, here])
+            isolation.expose_interpreter([*kernel.root_view(site_dirs)[0], here])
         except OSError as err:
             warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
                             "only preloaded modules will import")
