@@ -4,7 +4,7 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 
 * ``limits``, ``cgroups`` -- the kernel's limits: rlimits, a seccomp filter, kernel keys; a cgroup per worker slot.
 * ``userns``, ``landlock`` -- a normal user's way to the same namespaces (a user namespace for the pool, one per
-  job process); where namespaces are refused (a container), Landlock's layers.
+  job process); where namespaces are refused (a container, a host refusing user namespaces), Landlock's layers.
 * ``isolation`` -- namespaces, private mounts, uid drop: capabilities are taken away, Python is not.
 * ``kernel``, ``cleanup``, ``memory`` -- the layers a job's processes enter; clean-up by uid where jobs share the
   host's directories; a job's memory where cgroups are refused.
