@@ -168,3 +168,27 @@ def test_the_training_log_gets_each_rows_reason_and_the_share_outside_the_design
     assert got == [0.0, 1.0]
     assert extra["code_why"][0].startswith(f"outside design ({why})") and extra["code_why"][1] == ""
     assert metrics == {"code/outside_design": 0.5, "code/row_error": 0.0}
+
+
+THREE_TESTS = ("from solution import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+               "def test_add_more():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 1\n")
+
+
+def test_a_program_that_stops_the_session_fails_every_test() -> None:
+    """``KeyboardInterrupt`` ends pytest's session inside the first test: that test and the two never run fail (a
+    test counted as passed when it started scored this wrong program 1.0, with one test in all)."""
+    res = _run("def add(a, b):\n    raise KeyboardInterrupt\n", THREE_TESTS)
+    assert res.n_tests == 3 and res.passed == [False] * 3, (res.n_tests, res.failures)
+    assert reward(None, [_fenced("def add(a, b):\n    raise KeyboardInterrupt\n")], tests=[THREE_TESTS]) == [0.0]
+
+
+@pytest.mark.parametrize("margin", [0.015, 0.005, 0.001])
+def test_a_failure_timed_to_the_judges_alarm_never_passes(margin: float) -> None:
+    """A wrong program that raises just before the job's deadline: the alarm lands while pytest reports the
+    failure (4 of 12 such programs scored 1.0 before)."""
+    timeout = 1.0  # per test: the job's deadline is 3 x 1 + 1 s from the start
+    program = ("import time\nT0 = time.monotonic()\ndef add(a, b):\n"
+               f"    time.sleep(max(0.0, T0 + 4.0 - {margin} - time.monotonic()))\n    raise ValueError\n")
+    job = code_tests.job(program, code_tests.parse(THREE_TESTS), timeout=timeout)
+    (res,) = sb.default_sandbox().run_many([job])
+    assert res.fraction == 0.0 and res.n_tests == 3, (res.status, res.failures)

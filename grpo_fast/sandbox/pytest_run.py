@@ -173,8 +173,8 @@ class Verdicts:
 
     def __init__(self, module: types.ModuleType, conn: Any, describe: Any) -> None:
         self.module, self.conn, self.describe = module, conn, describe
-        self.order: list[str] = []
-        self.state: dict[str, list[Any]] = {}  # nodeid -> [outcome ("pass"|"fail"|"skip"), why]
+        self.order: list[str] = []  # every collected item, in order: one that never finished is failed
+        self.state: dict[str, list[Any]] = {}  # nodeid -> [outcome ("pending"|"pass"|"fail"|"skip"), why]
         self.items: dict[str, Any] = {}
         self.error = ""
 
@@ -188,6 +188,7 @@ class Verdicts:
         node._getobj = lambda: module  # no import: the module is already loaded; its marks are read as usual
         session.items = list(session.genitems(node))
         session.testscollected = len(session.items)
+        self.order = [item.nodeid for item in session.items]
         return True
 
     def pytest_collectreport(self, report: Any) -> None:
@@ -196,8 +197,7 @@ class Verdicts:
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.conn.rule = ""
-        self.order.append(nodeid)
-        self.state[nodeid] = ["pass", ""]
+        self.state[nodeid] = ["pending", ""]  # a pass only once its call is reported passed
 
     def pytest_runtest_setup(self, item: Any) -> None:
         if hasattr(self.conn, "files"):  # a test that uses files: the two working directories kept in step
@@ -211,22 +211,26 @@ class Verdicts:
         self.excinfo = call.excinfo
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        state = self.state.setdefault(report.nodeid, ["pass", ""])
+        state = self.state.setdefault(report.nodeid, ["pending", ""])
         if state[0] == "fail":
             return
-        xfail = hasattr(report, "wasxfail")
+        xfail = hasattr(report, "wasxfail")  # an xfail that failed, or passed when not strict: pytest's pass
         if report.failed:
             exc = getattr(self, "excinfo", None)
             why = "timeout" if exc is not None and exc.errisinstance(Deadline) else (
                 self.describe(exc.value) if exc is not None else _last_line(report.longreprtext))
             state[:] = ["fail", (f"{report.when}: " if report.when != "call" else "") + why]
-        elif report.skipped and not xfail and state[0] == "pass":
+        elif report.skipped and not xfail and state[0] == "pending":
             state[:] = ["skip", ""]
+        elif report.when == "call" and state[0] == "pending" and (report.passed or xfail):
+            state[:] = ["pass", ""]
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         state = self.state[nodeid]
         if self.conn.dead and state[0] == "pass":  # the program died or hung inside this test: never a pass
             state[:] = ["fail", self.conn.dead]
+        if state[0] == "pending":
+            state[:] = ["fail", "no result reported"]
         if state[0] == "fail":
             shared = getattr(self.conn, "files_shared", False)  # files reach both sides
             why = self.conn.rule or _outside(self.items.get(nodeid), shared) or (
@@ -235,7 +239,11 @@ class Verdicts:
                 state[1] = f"outside design ({why}): {state[1]}"
 
     def verdict(self) -> tuple[list[bool], list[str]]:
-        kept = [self.state[n] for n in self.order if self.state[n][0] != "skip"]
+        """One verdict per collected item: one that never started or finished (a session cut short by the
+        program's ``KeyboardInterrupt``, the deadline's alarm while pytest reported) is failed, never passed."""
+        states = [self.state.get(n, ["fail", "not run: the session stopped"]) for n in self.order]
+        kept = [["fail", "the session stopped inside it"] if s[0] == "pending" else s for s in states
+                if s[0] != "skip"]
         return [s[0] == "pass" for s in kept], [s[1][:300] for s in kept]
 
 
