@@ -329,6 +329,36 @@ def test_threads_and_processes_still_work_under_the_filter(box: Sandbox) -> None
     assert score(box, honest, ["assert f() == 18"], timeout=20) == 1.0
 
 
+def test_no_program_changes_another_processs_limits_or_scheduling(box: Sandbox) -> None:
+    """As the user's own uid (``landlock+own-uid``) these reached the trainer and the pool: a CPU-time limit of 1 s
+    killed the trainer, a process limit of 0 broke every forker. The program's own limits and priority still work."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("ioprio_set's number is x86_64's here")
+    program = S("""
+        import ctypes, os, resource
+        libc = ctypes.CDLL(None, use_errno=True)
+        def attempts(pid):
+            done = []
+            for name, call in (("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_CPU, (1, 1))),
+                               ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+                               ("sched_idle", lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))),
+                               ("ioprio", lambda: libc.syscall(251, 1, pid, 3 << 13) == 0 or 1 / 0)):
+                try:
+                    call()
+                    done.append(name)
+                except (OSError, ZeroDivisionError):
+                    pass
+            return done
+        def f():
+            own = attempts(0)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+            os.nice(1)
+            others = [p for p in (os.getppid(), 1) if p not in (0, os.getpid())]  # none, in a PID namespace
+            return [name for p in others for name in attempts(p)], own
+        """)
+    assert score(box, program, ["assert f() == ([], ['prlimit', 'setpriority', 'sched_idle', 'ioprio'])"]) == 1.0
+
+
 def test_a_program_may_run_its_own_interpreter(box: Sandbox) -> None:
     """``sys.executable`` names an interpreter the job can run, with the packages the job imports (it was the
     virtualenv's, which the minimal root and Landlock did not keep: FileNotFoundError)."""

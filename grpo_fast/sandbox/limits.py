@@ -101,6 +101,10 @@ _CONFINED = ("connect", "bind", "sendmsg", "sendmmsg", "shmget", "shmat", "shmct
              "setxattr", "lsetxattr", "fsetxattr", 463)
 _MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 _GROUP_OTHER_BITS = (0o40, 0o20, 0o10, 0o4, 0o2, 0o1)
+# Calls that change another process's limits or scheduling: only the caller's own (a same-uid job could set the
+# trainer's CPU-time limit to 1 s, or every forker's process limit to 0). (call, argument, the value meaning "self")
+_SELF_ONLY = (("prlimit64", 0, 0), ("setpriority", 0, 0), ("setpriority", 1, 0), ("sched_setscheduler", 0, 0),
+              ("sched_setparam", 0, 0), ("sched_setattr", 0, 0), ("ioprio_set", 0, 1), ("ioprio_set", 1, 0))
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 LIBSECCOMP = "libseccomp.so.2"
 
@@ -168,6 +172,7 @@ def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
     rules: list[tuple[int, str, list[_ArgCmp]]] = [(deny, n, []) for n in _DENIED]
     rules += [(deny, "clone", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, bit)]) for bit in _CLONE_NEW]
     rules.append((_errno_action(errno.ENOSYS), "clone3", []))
+    rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_NE, own, 0)]) for name, arg, own in _SELF_ONLY]
     parts = []
     job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny) if confine else [])
     for part in ([r for r in rules if r[1] not in SETUP_CALLS], job):
