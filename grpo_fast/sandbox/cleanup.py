@@ -1,7 +1,9 @@
 """Clean-up by uid where jobs share the host's directories (no mount or IPC namespace: a container): after every
 job, whatever its uid left in the world-writable directories and every SysV IPC object it owns are removed, so no
 job sees another's leftovers (a completion planting answers for the next one of its group). Each job has a uid of
-its own, so what that uid owns is exactly what the job left. Only the standard library is imported.
+its own, so what that uid owns is exactly what the job left. Without a PID namespace a job's leftover processes
+are killed here too: by uid, or, as the user's own uid, as the trees below the forker's adopted orphans. Only the
+standard library is imported.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import signal
+import time
+
+from . import isolation
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 _IPC_RMID = 0
@@ -68,3 +74,70 @@ def remove_ipc(uid: int) -> list[str]:
     if pid > 0:
         os.waitpid(pid, 0)
     return [f"{kind} {ident}" for kind, _, ident in found]
+
+
+def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]]:
+    """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans and all below them (as
+    the user's uid) until none remain. ``keep``: our children that are other jobs' processes, still running.
+    Returns the children reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
+    me = os.getpid()
+    reaped: list[tuple[int, int]] = []
+    for _ in range(200):
+        if level in isolation.SAME_UID:  # no uid of the job's own: the trees below our adopted orphans
+            found = _stopped_trees([p for p in isolation.children(me) if p not in keep])
+        else:
+            found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
+                     and _uid_of(p) == uid]
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        reaped += reap()
+        if not found:
+            return reaped
+        time.sleep(0.001)
+    return reaped
+
+
+def _stopped_trees(roots: list[int]) -> list[int]:
+    """Every process below ``roots`` (included), each stopped before its children are read: a stopped process
+    forks no more, so killing them one by one cannot race a fork bomb refilling the process limit. Walked again
+    until a walk finds no new process (a fork in flight when its parent stopped)."""
+    seen: set[int] = set()
+    while True:
+        todo, new = list(roots), False
+        while todo:
+            pid = todo.pop()
+            if pid not in seen:
+                seen.add(pid)
+                new = True
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except OSError:
+                    continue
+            todo += isolation.children(pid)
+        if not new:
+            return sorted(seen)
+
+
+def _uid_of(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[2]) for line in f if line.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return -1
+
+
+def reap() -> list[tuple[int, int]]:
+    """Collect every exited child without blocking: ``(pid, wait status)`` pairs."""
+    done = []
+    try:
+        while True:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if not pid:
+                break
+            done.append((pid, status))
+    except ChildProcessError:
+        pass
+    return done

@@ -258,7 +258,9 @@ LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a
     "landlock+own-uid": ("processes: your process list and command lines readable in /proc (a secret passed as an "
                          "argument is readable; not their memory or environment)",
                          "host file names: visible (not the contents of any file outside the system and packages)",
-                         "multiprocessing: unavailable (/dev/shm is your own programs' and stays closed)"),
+                         "multiprocessing: unavailable (/dev/shm is your own programs' and stays closed)",
+                         "processes: your uid's process limit is shared by the jobs running at once (one job's many "
+                         "processes can keep the next from starting one)"),
     "uid-drop": ("host files: the world-readable ones readable", "network: open",
                  "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
     "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",

@@ -280,7 +280,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         for pid, (_, deadline, _) in judges.items():
             if now >= deadline:
                 _kill(pid)
-        exits = isolation.reap()
+        exits = cleanup.reap()
         while exits:
             pid, status = exits.pop(0)
             if pid in judges:
@@ -288,7 +288,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
                     running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
                 if level not in isolation.NAMESPACED:
-                    exits += isolation.kill_leftovers(level, judge_uid, set(running) | set(judges))
+                    exits += cleanup.kill_leftovers(level, judge_uid, set(running) | set(judges))
                     if level in isolation.UID_DROPPED:
                         cleanup.remove_owned(judge_uid)
                 if pid in waiting:
@@ -299,7 +299,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 continue  # an adopted orphan
             del by_id[prog.id]
             if level not in isolation.NAMESPACED:
-                exits += isolation.kill_leftovers(level, prog.uid, set(running) | set(judges))
+                exits += cleanup.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
                 if level in isolation.UID_DROPPED:  # its files, IPC objects and queues: none reaches the next job
                     cleanup.remove_owned(prog.uid)

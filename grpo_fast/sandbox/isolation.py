@@ -13,7 +13,6 @@ import os
 import random
 import signal
 import threading
-import time
 from collections.abc import Iterable, Sequence
 
 from . import limits, userns
@@ -310,8 +309,8 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     if level not in SAME_UID:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
-    else:  # RLIMIT_NPROC counts every process of the uid: leave room for the user's own
-        nproc += sum(1 for p in os.listdir("/proc") if p.isdigit())
+    else:  # RLIMIT_NPROC counts every task (thread) of the uid: leave room for the user's own, and their churn
+        nproc += user_tasks(os.getuid()) + limits.NPROC
     limits.set_nproc(nproc)
     if not _no_new_privs:
         set_no_new_privs()
@@ -320,49 +319,16 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     set_pdeathsig()
 
 
-def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]]:
-    """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans and all below them (as
-    the user's uid) until none remain. ``keep``: our children that are other jobs' processes, still running.
-    Returns the children reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
-    me = os.getpid()
-    reaped: list[tuple[int, int]] = []
-    for _ in range(200):
-        if level in SAME_UID:  # no uid of the job's own: its processes are the trees below our adopted orphans
-            found = _stopped_trees([p for p in children(me) if p not in keep])
-        else:
-            found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
-                     and _uid_of(p) == uid]
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        reaped += reap()
-        if not found:
-            return reaped
-        time.sleep(0.001)
-    return reaped
-
-
-def _stopped_trees(roots: list[int]) -> list[int]:
-    """Every process below ``roots`` (included), each stopped before its children are read: a stopped process
-    forks no more, so killing them one by one cannot race a fork bomb refilling the process limit. Walked again
-    until a walk finds no new process (a fork in flight when its parent stopped)."""
-    seen: set[int] = set()
-    while True:
-        todo, new = list(roots), False
-        while todo:
-            pid = todo.pop()
-            if pid not in seen:
-                seen.add(pid)
-                new = True
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except OSError:
-                    continue
-            todo += children(pid)
-        if not new:
-            return sorted(seen)
+def user_tasks(uid: int) -> int:
+    """Tasks (threads) of ``uid``'s processes: what the kernel counts against its RLIMIT_NPROC."""
+    count = 0
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and os.stat(f"/proc/{p}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{p}/task"))
+        except OSError:
+            continue
+    return count
 
 
 def children(pid: int) -> list[int]:
@@ -375,25 +341,3 @@ def children(pid: int) -> list[int]:
         return out
     except OSError:
         return []
-
-
-def _uid_of(pid: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[2]) for line in f if line.startswith("Uid:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return -1
-
-
-def reap() -> list[tuple[int, int]]:
-    """Collect every exited child without blocking: ``(pid, wait status)`` pairs."""
-    done = []
-    try:
-        while True:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if not pid:
-                break
-            done.append((pid, status))
-    except ChildProcessError:
-        pass
-    return done

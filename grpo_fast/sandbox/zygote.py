@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, decoder, forker, isolation, judge, kernel, limits, wire
+from . import cgroups, cleanup, decoder, forker, judge, kernel, limits, wire
 from .stdio import IoRow
 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
@@ -361,4 +361,4 @@ class Zygote:
                     del self.running[jid]
                     self.free.append(job.slot)
                     send(1, self._finish(job))
-            isolation.reap()
+            cleanup.reap()
