@@ -245,9 +245,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                     judge = _spawn_judge(desc, fds[4:], level, judge_uid, site_dirs, pidns, private_root) \
                         if pid is not None else None
                 if pid is None or judge is None:
-                    for victim in (pid, judge):
-                        if victim is not None:
-                            _kill(victim)
+                    for victim in (v for v in (pid, judge) if v is not None):
+                        _kill(victim)
+                    _rmtree(desc.get("workdir", ""))  # the program's directory, where one was made ("": none)
                     for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():  # those not yet closed
                         os.close(fd)
                     pid = None

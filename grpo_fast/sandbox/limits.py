@@ -136,24 +136,27 @@ class Filters(NamedTuple):
 SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
 
 
-def _confined(deny: int) -> list[tuple[int, str, list[_ArgCmp]]]:
+def _confined(deny: int, private_modes: bool) -> list[tuple[int, str, list[_ArgCmp]]]:
     """The job part's extra rules where namespaces are refused: sockets only of AF_UNIX, never connected or bound
-    to an address, no SysV IPC or message queue, no file mode or umask that opens a file to other uids."""
+    to an address, no SysV IPC or message queue, and (``private_modes``: jobs of other uids share a directory, as
+    root's jobs share /dev/shm in a container) no file mode or umask that opens a file to other uids."""
     rules = [(deny, name, []) for name in _CONFINED]
     rules += [(deny, name, [_ArgCmp(0, _SCMP_CMP_NE, _AF_UNIX, 0)]) for name in ("socket", "socketpair")]
     rules.append((deny, "sendto", [_ArgCmp(4, _SCMP_CMP_NE, 0, 0)]))  # a destination address: a host socket
-    rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_MASKED_EQ, bit, bit)]) for name, arg in _MODE_ARG.items()
-              for bit in _GROUP_OTHER_BITS]
-    rules += [(deny, "umask", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, 0)]) for bit in _GROUP_OTHER_BITS]
+    if private_modes:
+        rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_MASKED_EQ, bit, bit)]) for name, arg in _MODE_ARG.items()
+                  for bit in _GROUP_OTHER_BITS]
+        rules += [(deny, "umask", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, 0)]) for bit in _GROUP_OTHER_BITS]
     return rules
 
 
-def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
+def seccomp_filter(confine: bool = False, private_modes: bool = True) -> tuple[Filters | None, str]:
     """The filter as two BPF programs, compiled by libseccomp (``(None, why)`` where it is missing or fails).
 
     Every listed call fails with EPERM; ``clone`` with any CLONE_NEW* flag too; ``clone3`` (whose flags a filter
     cannot read) with ENOSYS, so the C library falls back to ``clone`` for threads and processes. ``confine``
-    (namespaces refused): the job part also holds ``_confined``'s rules."""
+    (namespaces refused): the job part also holds ``_confined``'s rules (the mode rules only if
+    ``private_modes``: where every job runs as the user's own uid, a mode opens nothing to anyone else)."""
     try:  # by its soname: ctypes.util.find_library would bring subprocess and shutil into every job's template
         lib = ctypes.CDLL(LIBSECCOMP, use_errno=True)
     except OSError:
@@ -174,7 +177,7 @@ def seccomp_filter(confine: bool = False) -> tuple[Filters | None, str]:
     rules.append((_errno_action(errno.ENOSYS), "clone3", []))
     rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_NE, own, 0)]) for name, arg, own in _SELF_ONLY]
     parts = []
-    job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny) if confine else [])
+    job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny, private_modes) if confine else [])
     for part in ([r for r in rules if r[1] not in SETUP_CALLS], job):
         prog, why = _compile(lib, part)
         if prog is None:
