@@ -359,6 +359,21 @@ def test_no_program_changes_another_processs_limits_or_scheduling(box: Sandbox) 
     assert score(box, program, ["assert f() == ([], ['prlimit', 'setpriority', 'sched_idle', 'ioprio'])"]) == 1.0
 
 
+def test_a_program_may_give_its_files_modes(box: Sandbox) -> None:
+    """chmod 0755 and shutil.copy of a 0644 system file: everywhere but root's container, where jobs of other uids
+    share /dev/shm and the filter keeps every file of a job's private (docs/sandbox.md, limits)."""
+    honest = S("""
+        import os, shutil
+        def f():
+            with open("run.sh", "w") as out:
+                out.write("#!/bin/sh\\necho hi\\n")
+            os.chmod("run.sh", 0o755)
+            shutil.copy(os.path.join(os.path.dirname(os.__file__), "os.py"), "copied.py")
+            return os.access("run.sh", os.X_OK) and os.path.getsize("copied.py") > 0
+        """)
+    assert score(box, honest, ["assert f()"]) == (0.0 if box.level() == "landlock+uid-drop" else 1.0)
+
+
 def test_a_program_may_run_its_own_interpreter(box: Sandbox) -> None:
     """``sys.executable`` names an interpreter the job can run, with the packages the job imports (it was the
     virtualenv's, which the minimal root and Landlock did not keep: FileNotFoundError)."""
