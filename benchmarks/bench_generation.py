@@ -24,6 +24,11 @@ OpenAI server started here with its own threads (bf16, packed weights; ``--enabl
 the adapter sync (save, load, unload: forced before every step, as after each optimizer step), and its row gives the
 sync's cost (ms, MB). On a 2-core machine the server and the trainer share the cores; on GPUs they would not.
 
+``--fixed-length`` makes every completion exactly ``max_completion_length`` tokens (``min_new_tokens`` for
+transformers, ``min_tokens`` for vLLM): sampled lengths vary a lot with 8 rows (one row that runs to the limit pads
+the whole training batch to it), and vLLM draws its own random numbers, so without it two engines' steps may
+train on very different token counts; with it every engine's step generates and trains on the same 8 x 512 tokens.
+
 Same distribution: every engine is also run greedily on the same prompts; the share of rows whose greedy tokens
 equal ``trl``'s says the logits agree (up to rounding, which may flip a near tie late in a row). Engines that
 draw random numbers in the same order give the same sampled rows with the same seed (``sampled same``);
@@ -31,6 +36,7 @@ continuous batching draws in another order, so there only the greedy check appli
 
     nice -n 10 .venv/bin/python benchmarks/bench_generation.py [--shapes demo code] [--rounds 3] [--no-warmup]
         [--engines trl static_cache continuous_batching kit] [--out benchmarks/results/bench_generation.json]
+        [--fixed-length]
     GRPO_FAST_VLLM_CPU=1 nice -n 10 .venv-vllm/bin/python benchmarks/bench_generation.py --vllm-colocate
         --vllm-server --engines trl kit ...
 """
@@ -225,8 +231,18 @@ def auto_pick(cfg: Any) -> tuple[str, str]:
     return {"generate": "kit"}.get(choice.value, choice.value), f"{choice.why}; not vLLM: {why}"
 
 
+def fix_length(trainer: Any) -> None:
+    """Every completion exactly max_completion_length tokens, on whichever engine the trainer generates with."""
+    tokens = trainer.args.max_completion_length
+    if getattr(trainer, "vllm_generation", None) is not None:
+        trainer.vllm_generation.generation_kwargs["min_tokens"] = tokens
+    else:
+        trainer.generation_config.min_new_tokens = tokens
+        trainer.generation_kwargs["min_new_tokens"] = tokens
+
+
 def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool,
-              vllm_server: bool = False, vllm_colocate: bool = False) -> dict[str, Any]:
+              vllm_server: bool = False, vllm_colocate: bool = False, fixed: bool = False) -> dict[str, Any]:
     from grpo_fast.models.cpu_speed import use_engine
 
     recipe, extra = SHAPES[shape]
@@ -253,6 +269,9 @@ def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup:
                     one_step(model, rows, watched, seed=1)
         if vllm_server:  # its log-probability check ran at the first load; a long run checks every tenth only
             trainers["vllm_server"][0].vllm_generation.probe_prompt = None
+        if fixed:  # after the greedy check (64 tokens)
+            for model, _, _ in trainers.values():
+                fix_length(model)
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
@@ -324,6 +343,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the free cores, once)")
     parser.add_argument("--no-warmup", action="store_true", help="skip each engine's untimed first step (long shapes)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    parser.add_argument("--fixed-length", action="store_true",
+                        help="every completion exactly max_completion_length tokens (all engines the same work)")
     parser.add_argument("--vllm-colocate", action="store_true",
                         help="add colocated vLLM, packed weights (needs vLLM; CPU: GRPO_FAST_VLLM_CPU=1, .venv-vllm)")
     parser.add_argument("--vllm-server", action="store_true",
@@ -337,7 +358,7 @@ def main() -> None:
     print(f"CPU {before['cpu']} ({before['cores']} cores), load {before['load']}, {threads} torch thread(s)",
           flush=True)
     results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup, args.vllm_server,
-                                args.vllm_colocate) for shape in args.shapes}
+                                args.vllm_colocate, args.fixed_length) for shape in args.shapes}
     after = machine()
     lines = [f"CPU {before['cpu']}, {threads} thread(s); load before {before['load']}, after {after['load']}"]
     for shape, result in results.items():
@@ -346,6 +367,7 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
                                               "rounds": args.rounds, "results": results,
+                                              "fixed_length": args.fixed_length,
                                               "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},
                                              indent=1))
 

@@ -90,7 +90,7 @@ def test_auto_turns_colocated_vllm_on_only_where_it_measured_faster():
         "emulated bf16": (resolve_config("code", ["profile=cpu", long]), {**here, "native_bf16": False}, "bf16"),
         "a GPU": (resolve_config("code", ["profile=cpu", long]), {**here, "cuda": True}, "GPU"),
         "short": (resolve_config("code", ["profile=cpu", f"max_completion_length={VLLM_MIN_COMPLETION - 1}"]), here,
-                  "slower"),
+                  "completions under"),
         "full weights": (resolve_config("code", ["profile=cpu", long, "lora=false"]), here, "LoRA"),
         "engine set": (resolve_config("code", ["profile=cpu", long, "generation=generate"]), here, "generation:"),
         "user's use_vllm": (resolve_config("code", ["profile=cpu", long, "use_vllm=false"]), here, "use_vllm"),

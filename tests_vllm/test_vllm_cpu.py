@@ -22,10 +22,10 @@ import pytest
 
 REWARDS = "rewards=[{name: ideal_length, target: 4}, {name: numeric_match, weight: 2.0}]"
 # vLLM's log-probabilities of a fixed 16-token completion against the fp32 policy's, per token (nats). fp32 packed:
-# the same sums in another order (measured <= 1.5e-5). bf16 packed (CPUs with native bf16): bf16 rounding of weights
+# the same sums in another order (measured <= 3e-5). bf16 packed (CPUs with native bf16): bf16 rounding of weights
 # and activations (measured here: mean 0.03-0.11, max 0.07-0.87; the larger after two steps at learning_rate 0.05,
 # a policy 10 nats/token from the initial one). Training moves the initial policy's by > 2 nats/token here.
-TOLERANCE = {"float32": (1e-3, 1e-3), "bfloat16": (0.15, 1.0)}  # (mean, max)
+TOLERANCE = {"float32": (1e-3, 1e-3), "bfloat16": (0.25, 1.5)}  # (mean, max)
 MOVED = 1.0
 PROMPTS = ["What is 3 + 4?", "What is 12 + 5?", "What is 9 + 9?", "What is 1 + 7?"]
 
@@ -74,6 +74,11 @@ def test_weights_reach_vllm_after_each_step(run_dir):
     assert len(syncs) == 3, syncs  # before step 1, before step 2, the final one
     for sync in syncs:  # the merged weights of the LoRA layers only (q, k, v, o, gate, up, down x 30), packed again
         assert sync["merged_here"] and sync["tensors"] == 210 and sync["layers_packed"] == 120, sync
+    # TRL's importance-sampling correction is on: it weighs each token by the trainer's over vLLM's probability
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    ratios = [m["sampling/importance_sampling_ratio/mean"] for m in metrics if "sampling/importance_sampling_ratio/mean"
+              in m]
+    assert len(ratios) == 2 and all(0.5 < r < 2.0 for r in ratios), ratios
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and (run_dir / "adapter" / "adapter_model.safetensors").exists()
 

@@ -114,6 +114,7 @@ def merged_lora(model: Any) -> list[tuple[str, Any]] | None:
     layers = [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
     for _, layer in layers:
         if (list(layer.active_adapters) != ["default"] or layer.use_dora.get("default")
+                or getattr(layer, "lora_bias", {}).get("default", False)
                 or type(layer.get_base_layer()) is not torch.nn.Linear or getattr(layer, "fan_in_fan_out", False)
                 or "default" not in layer.lora_A):
             return None
