@@ -23,8 +23,10 @@ import pytest
 REWARDS = "rewards=[{name: ideal_length, target: 4}, {name: numeric_match, weight: 2.0}]"
 # vLLM's log-probabilities of a fixed 16-token completion against the fp32 policy's, per token (nats). fp32 packed:
 # the same sums in another order (measured <= 3e-5). bf16 packed (CPUs with native bf16): bf16 rounding of weights
-# and activations (measured here: mean 0.03-0.11, max 0.07-0.87; the larger after two steps at learning_rate 0.05,
-# a policy 10 nats/token from the initial one). Training moves the initial policy's by > 2 nats/token here.
+# and activations (measured: mean 0.02-0.03, max 0.07-0.21 at this learning rate; mean 0.11, max 0.87 after two
+# steps at 0.05, a policy 10 nats/token from the initial one). Training moves the initial policy's by > 1.6 here.
+# (At 0.05 the policy degenerates into text that does not survive decoding and re-tokenizing: the serving checks
+# below compare re-tokenized text.)
 TOLERANCE = {"float32": (1e-3, 1e-3), "bfloat16": (0.25, 1.5)}  # (mean, max)
 MOVED = 1.0
 PROMPTS = ["What is 3 + 4?", "What is 12 + 5?", "What is 9 + 9?", "What is 1 + 7?"]
@@ -40,7 +42,7 @@ def _cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("vllm-run") / "run"
     proc = _cli("train", "demo", "use_vllm=true", "max_steps=2", "num_generations=4",
-                "per_device_train_batch_size=4", "max_completion_length=8", "learning_rate=0.05",
+                "per_device_train_batch_size=4", "max_completion_length=8", "learning_rate=0.02",
                 "evaluate=false", f"run_dir={out}", REWARDS)
     assert proc.returncode == 0, proc.stderr[-4000:]
     backend = [line for line in proc.stdout.splitlines() if line.startswith("backend: ")]
@@ -83,14 +85,19 @@ def test_weights_reach_vllm_after_each_step(run_dir):
     assert summary["steps"] == 2 and (run_dir / "adapter" / "adapter_model.safetensors").exists()
 
 
+TIE = 0.1  # logits: vLLM serves in fp16, the check runs in fp32; a near-tie may go either way
+
+
 def _agreement(model, tok, prompt_ids: list[int], completion: str) -> float:
+    """Share of the completion's tokens that are the model's argmax (within TIE of it), teacher-forced."""
     import torch
 
     gen = tok(completion, add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt_ids + gen])
     with torch.no_grad():
-        predicted = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].argmax(-1).tolist()
-    return sum(int(a == b) for a, b in zip(predicted, gen)) / max(1, len(gen))
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float()
+    short = logits.max(-1).values - logits.gather(1, torch.tensor(gen)[:, None])[:, 0]
+    return float((short <= TIE).float().mean()) if gen else 0.0
 
 
 def _check_served_adapter(run_dir: Path, completions: list[str]) -> None:
