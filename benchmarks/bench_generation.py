@@ -12,11 +12,22 @@ whole ``trainer.training_step`` (generation, rewards, training forward and backw
 and, inside it, the generation. The LoRA B matrices get small random values first (a trained adapter's scale), so
 the adapter changes the model and the engines that fold it differently are really compared.
 
+``--vllm-colocate`` (in ``.venv-vllm`` with vLLM's CPU build) adds ``vllm_colocate``: TRL's colocated vLLM on a
+second trainer built the same way with ``use_vllm``, as the kit runs it on CPU (``grpo_fast.models.vllm_colocate``:
+bf16 weights packed for vLLM's CPU kernels, the merged LoRA weights loaded and packed again at each sync). Its
+step time includes the sync (forced before every step, as after each optimizer step) and its row gives the sync's
+cost (ms, MB pushed). vLLM's OpenMP threads are bound to as many cores as the torch engines use.
+
 ``--vllm-server`` (in ``.venv-vllm`` with vLLM's CPU build) adds ``vllm_server``: the kit's server mode by adapter
 (``grpo_fast.models.vllm_server``) on a second trainer built the same way with ``vllm_mode=server``, against vLLM's
 OpenAI server started here with its own threads (bf16, packed weights; ``--enable-lora``). Its step time includes
 the adapter sync (save, load, unload: forced before every step, as after each optimizer step), and its row gives the
 sync's cost (ms, MB). On a 2-core machine the server and the trainer share the cores; on GPUs they would not.
+
+``--fixed-length`` makes every completion exactly ``max_completion_length`` tokens (``min_new_tokens`` for
+transformers, ``min_tokens`` for vLLM): sampled lengths vary a lot with 8 rows (one row that runs to the limit pads
+the whole training batch to it), and vLLM draws its own random numbers, so without it two engines' steps may
+train on very different token counts; with it every engine's step generates and trains on the same 8 x 512 tokens.
 
 Same distribution: every engine is also run greedily on the same prompts; the share of rows whose greedy tokens
 equal ``trl``'s says the logits agree (up to rounding, which may flip a near tie late in a row). Engines that
@@ -25,7 +36,9 @@ continuous batching draws in another order, so there only the greedy check appli
 
     nice -n 10 .venv/bin/python benchmarks/bench_generation.py [--shapes demo code] [--rounds 3] [--no-warmup]
         [--engines trl static_cache continuous_batching kit] [--out benchmarks/results/bench_generation.json]
-    GRPO_FAST_VLLM_CPU=1 nice -n 10 .venv-vllm/bin/python benchmarks/bench_generation.py --vllm-server ...
+        [--fixed-length]
+    GRPO_FAST_VLLM_CPU=1 nice -n 10 .venv-vllm/bin/python benchmarks/bench_generation.py --vllm-colocate
+        --vllm-server --engines trl kit ...
 """
 
 from __future__ import annotations
@@ -171,6 +184,25 @@ def server_trainer(recipe: str, extra: list[str], threads: int, run_dir: Path) -
         yield trainer
 
 
+def colocate_trainer(recipe: str, extra: list[str], threads: int, run_dir: Path) -> Any:
+    """A kit trainer generating with TRL's colocated vLLM (CPU build, packed weights re-packed at each sync)."""
+    import torch
+
+    trainer, _, _ = build(recipe, [*extra, "use_vllm=true", "vllm_mode=colocate"], threads, run_dir / "run")
+    torch.set_num_threads(threads)  # vLLM's CPU worker sets torch's threads to its bound cores
+    return trainer
+
+
+def colocate_costs(run_dir: Path, timed: int) -> dict[str, Any]:
+    """The weight syncs' cost from the run's vllm_colocate_sync.jsonl (median over the timed steps' syncs)."""
+    from grpo_fast.models.vllm_colocate import FILE
+
+    records = [json.loads(line) for line in (run_dir / "run" / FILE).read_text().splitlines()][-timed:]
+    return {key: round(statistics.median(r[key] for r in records), 1) for key in ("sync_ms", "load_ms", "pack_ms")} | {
+        "pushed_mb": records[-1]["pushed_mb"], "tensors": records[-1]["tensors"],
+        "layers_packed": records[-1]["layers_packed"], "syncs": len(records)}
+
+
 def sync_costs(run_dir: Path) -> dict[str, Any]:
     """The adapter syncs' cost from the run's vllm_server_sync.jsonl (median over the timed steps)."""
     from grpo_fast.models.vllm_server import FILE
@@ -182,16 +214,46 @@ def sync_costs(run_dir: Path) -> dict[str, Any]:
             "check_ms": [r["check_ms"] for r in records if "check_ms" in r]}
 
 
+def auto_pick(cfg: Any) -> tuple[str, str]:
+    """The engine ``generation: auto`` picks for this shape on this machine (as a bench row's name) and why."""
+    import importlib.util
+
+    from grpo_fast.models.cpu_choice import cpu_class
+    from grpo_fast.models.generation import choose_engine, vllm_choice
+
+    auto = cfg.model_copy(update={"generation": "auto"})
+    vllm = importlib.util.find_spec("vllm") is not None
+    on, why = vllm_choice(auto, cuda=False, vllm=vllm, native_bf16=cpu_class().native_bf16)
+    if on:
+        return "vllm_colocate", why
+    choice = choose_engine(auto, cuda=False)
+    # under the cpu profile generate comes with the kit's speed-ups: the kit engine
+    return {"generate": "kit"}.get(choice.value, choice.value), f"{choice.why}; not vLLM: {why}"
+
+
+def fix_length(trainer: Any) -> None:
+    """Every completion exactly max_completion_length tokens, on whichever engine the trainer generates with."""
+    tokens = trainer.args.max_completion_length
+    if getattr(trainer, "vllm_generation", None) is not None:
+        trainer.vllm_generation.generation_kwargs["min_tokens"] = tokens
+    else:
+        trainer.generation_config.min_new_tokens = tokens
+        trainer.generation_kwargs["min_new_tokens"] = tokens
+
+
 def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup: bool,
-              vllm_server: bool = False) -> dict[str, Any]:
+              vllm_server: bool = False, vllm_colocate: bool = False, fixed: bool = False) -> dict[str, Any]:
     from grpo_fast.models.cpu_speed import use_engine
-    from grpo_fast.models.generation import choose_engine
 
     recipe, extra = SHAPES[shape]
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         trainer, cfg, rows = build(recipe, extra, threads, Path(tmp) / "run")
         seen = timed_generation(trainer)
         trainers = {e: (trainer, seen, functools.partial(use_engine, trainer, e)) for e in engines}
+        if vllm_colocate:
+            colocated = colocate_trainer(recipe, extra, threads, Path(tmp) / "colocate")
+            trainers["vllm_colocate"] = (colocated, timed_generation(colocated), contextlib.nullcontext)
+            engines = [*engines, "vllm_colocate"]
         if vllm_server:
             served = stack.enter_context(server_trainer(recipe, extra, threads, Path(tmp) / "server"))
             trainers["vllm_server"] = (served, timed_generation(served), contextlib.nullcontext)
@@ -201,62 +263,72 @@ def run_shape(shape: str, engines: list[str], rounds: int, threads: int, warmup:
         for engine in engines:  # warm-up (first calls allocate) and the greedy check
             model, watched, scope = trainers[engine]
             with scope():
-                pick = greedy_vllm if engine == "vllm_server" else greedy
+                pick = greedy_vllm if engine.startswith("vllm") else greedy
                 greedy_rows[engine] = pick(model, rows, GREEDY_TOKENS[shape])
                 if warmup:
                     one_step(model, rows, watched, seed=1)
         if vllm_server:  # its log-probability check ran at the first load; a long run checks every tenth only
             trainers["vllm_server"][0].vllm_generation.probe_prompt = None
+        if fixed:  # after the greedy check (64 tokens)
+            for model, _, _ in trainers.values():
+                fix_length(model)
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
                 model, watched, scope = trainers[engine]
-                if engine == "vllm_server":
+                if engine.startswith("vllm"):
                     model._last_loaded_step = -1  # sync inside the step, as after each optimizer step
                 with scope():
                     runs[engine].append(one_step(model, rows, watched, seed=100 + r))
                 print(f"  {shape} round {r + 1} {engine}: step {runs[engine][-1]['step_s']:.1f} s, generation "
                       f"{runs[engine][-1]['gen_s']:.1f} s, {runs[engine][-1]['tokens']} tokens", flush=True)
-        # what `generation: auto` picks under the cpu profile (its speed-ups on): generate + them is the kit engine
-        choice = choose_engine(cfg.model_copy(update={"generation": "auto"}), cuda=False)
+        auto, why = auto_pick(cfg)
         syncs = sync_costs(Path(tmp) / "server") if vllm_server else None
+        colocate_syncs = colocate_costs(Path(tmp) / "colocate", rounds) if vllm_colocate else None
     table = {}
     for engine in engines:
         gen = statistics.median(x["gen_s"] for x in runs[engine])
         table[engine] = {
             "step_s": statistics.median(x["step_s"] for x in runs[engine]),
+            "steps_per_s": statistics.median(1 / x["step_s"] for x in runs[engine]),
             "generation_s": gen,
             "tokens_per_s": statistics.median(x["tokens"] / x["gen_s"] for x in runs[engine]),
             "tokens": statistics.median(x["tokens"] for x in runs[engine]),
             "greedy_same_rows": same_rows(greedy_rows[engine], greedy_rows["trl"]) if "trl" in greedy_rows else None,
             "sampled_same_rows": statistics.mean(same_rows(x["completions"], y["completions"])
                                                  for x, y in zip(runs[engine], runs["trl"]))
-            if "trl" in runs and engine != "vllm_server" else None,  # vLLM draws its own random numbers
+            if "trl" in runs and not engine.startswith("vllm") else None,  # vLLM draws its own random numbers
         }
     if syncs:
         table["vllm_server"]["adapter_sync"] = syncs
+    if colocate_syncs:
+        table["vllm_colocate"]["weight_sync"] = colocate_syncs
     return {"shape": f"{cfg.args.per_device_train_batch_size} x {cfg.args.max_completion_length} tokens "
-                     f"({recipe})", "engines": table, "auto": {"engine": choice.value, "why": choice.why}}
+                     f"({recipe})", "engines": table, "auto": {"engine": auto, "why": why}}
 
 
 def report(shape: str, result: dict[str, Any]) -> list[str]:
     table = result["engines"]
     base = table.get("trl")
-    fastest = max(table, key=lambda e: table[e]["tokens_per_s"])
+    fastest = max(table, key=lambda e: table[e]["steps_per_s"])  # steps/s: the weight syncs included
     lines = [f"\n{shape}: {result['shape']}",
-             f"{'engine':22} {'step s':>8} {'gen s':>8} {'tok/s':>8} {'x trl':>7} {'greedy=':>8} {'sampled=':>9}"]
+             f"{'engine':22} {'step s':>8} {'steps x':>8} {'gen s':>8} {'tok/s':>8} {'x trl':>7} {'greedy=':>8} "
+             f"{'sampled=':>9}"]
     for engine, row in table.items():
         ratio = row["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
+        steps = row["steps_per_s"] / base["steps_per_s"] if base else float("nan")
         same = [f"{x:.2f}" if x is not None else "-" for x in (row["greedy_same_rows"], row["sampled_same_rows"])]
-        lines.append(f"{engine:22} {row['step_s']:8.1f} {row['generation_s']:8.2f} {row['tokens_per_s']:8.1f} "
-                     f"{ratio:7.2f} {same[0]:>8} {same[1]:>9}")
-        if "adapter_sync" in row:
-            lines.append(f"{'':22} adapter sync in the step: {row['adapter_sync']}")
-    auto = {"generate": "kit"}.get(result["auto"]["engine"], result["auto"]["engine"])
+        lines.append(f"{engine:22} {row['step_s']:8.1f} {steps:8.2f} {row['generation_s']:8.2f} "
+                     f"{row['tokens_per_s']:8.1f} {ratio:7.2f} {same[0]:>8} {same[1]:>9}")
+        for key in ("adapter_sync", "weight_sync"):
+            if key in row:
+                lines.append(f"{'':22} {key.replace('_', ' ')} in the step: {row[key]}")
+    auto = result["auto"]["engine"]
     if auto in table:
-        share = table[auto]["tokens_per_s"] / table[fastest]["tokens_per_s"]
-        lines.append(f"auto -> {auto} ({result['auto']['why']}): {share:.2f} of the fastest ({fastest}); "
-                     f"goal >= {1 / AUTO_GOAL:.2f}")
+        share = table[auto]["steps_per_s"] / table[fastest]["steps_per_s"]
+        vs_trl = f", {table[auto]['steps_per_s'] / base['steps_per_s']:.2f}x trl's steps/s" if base else ""
+        lines.append(f"auto -> {auto} ({result['auto']['why']}): {share:.2f} of the fastest's steps/s ({fastest})"
+                     f"{vs_trl}; goal >= {1 / AUTO_GOAL:.2f}")
     return lines
 
 
@@ -271,15 +343,22 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the free cores, once)")
     parser.add_argument("--no-warmup", action="store_true", help="skip each engine's untimed first step (long shapes)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    parser.add_argument("--fixed-length", action="store_true",
+                        help="every completion exactly max_completion_length tokens (all engines the same work)")
+    parser.add_argument("--vllm-colocate", action="store_true",
+                        help="add colocated vLLM, packed weights (needs vLLM; CPU: GRPO_FAST_VLLM_CPU=1, .venv-vllm)")
     parser.add_argument("--vllm-server", action="store_true",
                         help="add vLLM server mode by adapter (needs vLLM; on CPU: GRPO_FAST_VLLM_CPU=1, .venv-vllm)")
     args = parser.parse_args()
     threads = args.threads or busy_aware_threads()
+    if args.vllm_colocate or args.vllm_server:  # vLLM's OpenMP threads on as many cores as torch's
+        cores = sorted(os.sched_getaffinity(0))[:threads]
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
     before = machine()
     print(f"CPU {before['cpu']} ({before['cores']} cores), load {before['load']}, {threads} torch thread(s)",
           flush=True)
-    results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup, args.vllm_server)
-               for shape in args.shapes}
+    results = {shape: run_shape(shape, args.engines, args.rounds, threads, not args.no_warmup, args.vllm_server,
+                                args.vllm_colocate, args.fixed_length) for shape in args.shapes}
     after = machine()
     lines = [f"CPU {before['cpu']}, {threads} thread(s); load before {before['load']}, after {after['load']}"]
     for shape, result in results.items():
@@ -288,6 +367,7 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
                                               "rounds": args.rounds, "results": results,
+                                              "fixed_length": args.fixed_length,
                                               "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},
                                              indent=1))
 

@@ -76,3 +76,51 @@ def test_auto_says_why_and_leaves_vllm_alone(tiny_model_dir, tmp_path, capsys):
     assert choose_engine(vllm, cuda=True).value is None and "vLLM" in choose_engine(vllm, cuda=True).why
     through_trl = resolve_config("demo", ["use_transformers_continuous_batching=true"])
     assert choose_engine(through_trl, cuda=False).value == "continuous_batching"
+
+
+def test_auto_turns_colocated_vllm_on_only_where_it_measured_faster():
+    from grpo_fast.models.generation import VLLM_MIN_COMPLETION, vllm_choice
+
+    long = f"max_completion_length={VLLM_MIN_COMPLETION}"
+    here = {"cuda": False, "vllm": True, "native_bf16": True}
+    on, why = vllm_choice(resolve_config("code", ["profile=cpu", long]), **here)
+    assert on and "importance-sampling correction" in why and "bench_generation" in why
+    refused = {  # each condition alone keeps the transformers engines, with its reason
+        "no vLLM": (resolve_config("code", ["profile=cpu", long]), {**here, "vllm": False}, "not installed"),
+        "emulated bf16": (resolve_config("code", ["profile=cpu", long]), {**here, "native_bf16": False}, "bf16"),
+        "a GPU": (resolve_config("code", ["profile=cpu", long]), {**here, "cuda": True}, "GPU"),
+        "short": (resolve_config("code", ["profile=cpu", f"max_completion_length={VLLM_MIN_COMPLETION - 1}"]), here,
+                  "completions under"),
+        "full weights": (resolve_config("code", ["profile=cpu", long, "lora=false"]), here, "LoRA"),
+        "engine set": (resolve_config("code", ["profile=cpu", long, "generation=generate"]), here, "generation:"),
+        "user's use_vllm": (resolve_config("code", ["profile=cpu", long, "use_vllm=false"]), here, "use_vllm"),
+        "server mode": (resolve_config("code", ["profile=cpu", long, "vllm_mode=server"]), here, "vllm_mode"),
+    }
+    for case, (cfg, facts, reason) in refused.items():
+        on, why = vllm_choice(cfg, **facts)
+        assert not on and reason in why, (case, why)
+
+
+def test_pick_vllm_changes_the_config_and_says_why(monkeypatch):
+    import importlib.util
+    import os
+
+    from grpo_fast import models
+    from grpo_fast.models import VLLM_CPU_ENV, cpu_choice, generation
+
+    monkeypatch.setenv(VLLM_CPU_ENV, "0")  # restored after the test: pick_vllm sets it
+    cfg = resolve_config("code", ["profile=cpu", f"max_completion_length={generation.VLLM_MIN_COMPLETION}"])
+    installed = importlib.util.find_spec("vllm") is not None
+    if installed or models.cuda_available() or not cpu_choice.cpu_class().native_bf16:
+        assert generation.pick_vllm(cfg) == generation.vllm_choice(
+            cfg, cuda=models.cuda_available(), vllm=installed and not models.cuda_available(),
+            native_bf16=cpu_choice.cpu_class().native_bf16)[0]
+        return
+    assert not generation.pick_vllm(cfg) and not cfg.args.use_vllm  # here: no vLLM installed
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm"
+                        else real_find_spec(name, *a))
+    assert generation.pick_vllm(cfg) and cfg.args.use_vllm and cfg.args.vllm_mode == "colocate"
+    assert any(n.startswith("use_vllm=True: generation: auto") for n in cfg.notes), cfg.notes
+    assert not generation.pick_vllm(cfg)  # once: use_vllm is on now
+    assert os.environ[VLLM_CPU_ENV] == "1"

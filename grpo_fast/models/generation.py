@@ -6,6 +6,10 @@ off for it) and transformers' continuous batching (``use_transformers_continuous
 over a paged KV cache). The kit's ``shared_prefill`` and ``merged_generation`` wrap ``model.generate`` and so
 apply to the first two; continuous batching calls ``generate_batch`` and bypasses them.
 
+Where vLLM is installed and no GPU is visible, ``auto`` can also turn vLLM on: colocated, its weights packed for
+its CPU kernels and packed again after each sync (``vllm_colocate``), where that measured faster including the
+sync (``pick_vllm``, called before the backend is chosen: TRL builds its engine with the trainer).
+
 Every engine samples from the same distribution (``benchmarks/bench_generation.py`` checks it: greedy tokens
 equal to TRL's default path, and the same sampled rows for one seed where the engine draws random numbers in the
 same order). ``auto`` picks the fastest by the measurements below; the run prints the choice and why.
@@ -13,6 +17,7 @@ same order). ``auto`` picks the fastest by the measurements below; the run print
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from grpo_fast.models.cpu_choice import Choice
@@ -26,6 +31,59 @@ ENGINES = ("trl", "static_cache", "continuous_batching", "kit")
 # preallocated length at every token, and continuous batching's paged cache costs more than it saves at 8 rows.
 CPU_MEASURED = "measured fastest on CPU (bench_generation, 8 x 512: static cache 0.76x, continuous batching 0.82x)"
 GPU_UNMEASURED = "TRL's default; the other engines are not measured on a GPU yet (bench_generation, next GPU run)"
+
+
+# vLLM colocated on CPU (packed bf16 weights) against TRL's default path in steps/s, the weight sync included
+# (bench_generation --vllm-colocate; benchmarks/results/bench_generation_cpu_{code,demo}_vllm_colocate.json):
+# 2.12x at 8 x 512 tokens (3.3x tokens/s), 0.92x at 8 x 16 (the sync and the engine's fixed costs outweigh 16
+# tokens). Shorter completions than the measured gain keep the transformers engines.
+VLLM_MIN_COMPLETION = 512
+VLLM_MEASURED = "measured 2.12x TRL's default steps/s at 8 x 512 tokens, the weight sync included"
+VLLM_SHORT = "measured 0.92x TRL's default steps/s at 8 x 16 tokens (its weight sync and fixed costs)"
+
+
+def vllm_choice(cfg: Any, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple[bool, str]:
+    """Whether ``generation: auto`` turns colocated vLLM on for this run, and why (pure: the facts are passed)."""
+    if cuda:
+        return False, "a GPU is visible: the profile decides use_vllm"
+    if cfg.generation != "auto":
+        return False, f"generation: {cfg.generation} is set in the config"
+    if cfg.args.use_vllm or cfg.set_by_user("use_vllm") or cfg.args.vllm_mode != "colocate":
+        return False, "use_vllm (or vllm_mode) is set in the config"
+    if not vllm:
+        return False, "vLLM is not installed (its CPU build: make test-vllm's venv)"
+    if not native_bf16:
+        return False, "vLLM on CPU was measured with native bf16 (AVX512-BF16/AMX) only"
+    if not cfg.lora or cfg.load_in_4bit:
+        return False, "vLLM on CPU was measured with a LoRA adapter on full-precision weights only"
+    if int(cfg.args.max_completion_length or 0) < VLLM_MIN_COMPLETION:
+        return False, (f"completions under {VLLM_MIN_COMPLETION} tokens: vLLM on CPU {VLLM_SHORT}, unmeasured in "
+                       "between")
+    return True, (f"vLLM's CPU build is installed: colocated, packed bf16 weights re-packed after each sync, "
+                  f"{VLLM_MEASURED} (bench_generation); TRL's importance-sampling correction on")
+
+
+def pick_vllm(cfg: Any) -> bool:
+    """``generation: auto`` on a machine without CUDA: turn colocated vLLM on where ``vllm_choice`` says so (said in
+    the run's report). Before the backend is chosen: TRL builds its engine with the trainer."""
+    import importlib.util
+
+    from grpo_fast.models import VLLM_CPU_ENV, cuda_available
+    from grpo_fast.models.cpu_choice import cpu_class
+
+    cuda = cuda_available()
+    vllm = not cuda and importlib.util.find_spec("vllm") is not None
+    picked = False
+    for stage in cfg.stage_list:
+        if stage.sft:
+            continue
+        on, why = vllm_choice(stage.cfg, cuda=cuda, vllm=vllm, native_bf16=vllm and cpu_class().native_bf16)
+        if on:
+            stage.cfg.change("use_vllm", True, f"generation: auto — {why}")
+            picked = True
+    if picked:
+        os.environ[VLLM_CPU_ENV] = "1"  # the backend checks let vLLM run on this CPU
+    return picked
 
 
 def trl_engine(cfg: Any) -> str | None:

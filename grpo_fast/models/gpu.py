@@ -173,9 +173,8 @@ def vllm_engine_kwargs(cfg: dict[str, Any], cpu: bool) -> dict[str, Any]:
     return kwargs
 
 
-# On CPU: eager mode (otherwise minutes of torch.compile) and float16 weights. vLLM's CPU build packs bf16 and
-# fp32 linear weights for oneDNN and drops the loadable parameters, so TRL's in-place weight sync fails
-# ("'Parameter' object has no attribute 'weight_loader'"); fp16 weights stay plain tensors on this path.
+# Serving a run's adapter on CPU (``--engine vllm``): eager mode (otherwise minutes of torch.compile) and fp16
+# weights. Colocated training packs its weights and keeps them in step: prepare_vllm_on_cpu (vllm_colocate).
 VLLM_CPU_ENGINE_KWARGS: dict[str, Any] = {"enforce_eager": True, "dtype": "float16"}
 VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
@@ -188,40 +187,24 @@ def vllm_cpu_environment() -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
 
 
-def keep_live_cpu_weights() -> None:
-    """On CPUs with AVX-512 or AMX, vLLM's CPU build packs each linear layer's weight into a oneDNN/AMX kernel when
-    the model loads and drops the weight, so TRL's weight sync after a step finds nothing to load into
-    (``'Parameter' object has no attribute 'weight_loader'``), and a packed copy would stay stale anyway. The CPU
-    opt-in is a correctness check, not a speed path: its layers keep their live weights and plain ``F.linear``."""
-    import torch
-    from vllm.model_executor.layers import utils
-
-    dispatch = getattr(utils, "dispatch_cpu_unquantized_gemm", None)
-    if dispatch is None or getattr(dispatch, "_grpo_fast", False):
-        return  # a vLLM without weight packing on CPU, or done already
-
-    def live(layer: Any, remove_weight: bool) -> None:
-        layer.cpu_linear = torch.nn.functional.linear
-
-    live._grpo_fast = True  # type: ignore[attr-defined]
-    utils.dispatch_cpu_unquantized_gemm = live
-
-
 def prepare_vllm_on_cpu() -> None:
-    """Make TRL's colocated vLLM engine start on CPU (opt-in only): KV-cache size, threads, engine arguments.
+    """Make TRL's colocated vLLM engine start on CPU: KV-cache size, threads, engine arguments, and weights that
+    stay packed for vLLM's CPU kernels across TRL's syncs (``vllm_colocate``). Never used on CUDA.
 
     TRL builds the engine itself and has no option for ``enforce_eager``/``dtype``, so its ``LLM`` is wrapped
-    to add :data:`VLLM_CPU_ENGINE_KWARGS`. Never used on CUDA.
+    to add them: eager mode, bf16 where the CPU has it natively (fp32 elsewhere).
     """
     import functools
 
+    from grpo_fast.models.vllm_colocate import keep_plain_weights, packed_dtype
+
     vllm_cpu_environment()
-    keep_live_cpu_weights()
+    keep_plain_weights()
     from trl.generation import vllm_generation
 
     if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
         return
-    wrapped = functools.partial(vllm_generation.LLM, **VLLM_CPU_ENGINE_KWARGS)
+    wrapped = functools.partial(vllm_generation.LLM, enforce_eager=True, dtype=packed_dtype())
     wrapped._grpo_fast_cpu = True  # type: ignore[attr-defined]
     vllm_generation.LLM = wrapped
 

@@ -12,7 +12,7 @@ from typing import Any
 from grpo_fast import data, models
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
-from grpo_fast.models import gpu
+from grpo_fast.models import generation, gpu
 from grpo_fast.models.thinking import ThinkingMode, for_run
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
@@ -53,6 +53,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
     recipe = get_recipe(cfg.recipe)
     trackers.check(cfg)
+    generation.pick_vllm(cfg)  # generation: auto may turn colocated vLLM on (CPU, vLLM installed, measured faster)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
     gpu.check_gpu_path(cfg, backend)
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",

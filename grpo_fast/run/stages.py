@@ -43,7 +43,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from grpo_fast.models import vllm_server
+    from grpo_fast.models import vllm_colocate, vllm_server
     from grpo_fast.models.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
     from grpo_fast.run import checkpoints  # imports transformers: only once Unsloth had its chance to load first
@@ -55,7 +55,8 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
     env = environment_class(cfg, prep.recipe)
-    with vllm_server.adapter_server(cfg, run_dir):  # server mode with LoRA: the server loads each step's adapter
+    # server mode with LoRA: the server loads each step's adapter; colocate on CPU: vLLM's packed weights re-packed
+    with vllm_server.adapter_server(cfg, run_dir), vllm_colocate.packed_colocate(cfg, run_dir):
         trainer = GRPOTrainer(
             model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=funcs, args=args,
             train_dataset=Dataset.from_list(prep.train_rows), environment_factory=env,
