@@ -156,10 +156,13 @@ def test_cannot_touch_user_files() -> None:
     try:
         for prog in (f"open({victim!r}, 'w').write('pwned')\ndef f(x): return x + 1",
                      f"import os\nos.remove({victim!r})\ndef f(x): return x + 1",
-                     f"import os\nos.chmod({victim!r}, 0o777)\ndef f(x): return x + 1"):
+                     f"import os\nos.chmod({victim!r}, 0o777)\ndef f(x): return x + 1",
+                     f"import os\nos.chmod({victim!r}, 0)\ndef f(x): return x + 1",
+                     f"import os\nfd = os.open({d!r}, os.O_RDONLY)\nos.fchmod(fd, 0)\ndef f(x): return x + 1"):
             assert _score(prog) == 0.0
             with open(victim) as f:
                 assert f.read() == "precious"
+            assert os.stat(victim).st_mode & 0o777 == 0o644 and os.stat(d).st_mode & 0o777 == 0o755
     finally:
         shutil.rmtree(d)
 

@@ -136,27 +136,29 @@ class Filters(NamedTuple):
 SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
 
 
-def _confined(deny: int, private_modes: bool) -> list[tuple[int, str, list[_ArgCmp]]]:
+def _confined(deny: int, same_uid: bool) -> list[tuple[int, str, list[_ArgCmp]]]:
     """The job part's extra rules where namespaces are refused: sockets only of AF_UNIX, never connected or bound
-    to an address, no SysV IPC or message queue, and (``private_modes``: jobs of other uids share a directory, as
-    root's jobs share /dev/shm in a container) no file mode or umask that opens a file to other uids."""
+    to an address, no SysV IPC or message queue, no file mode or umask that opens a file to other uids. As the
+    user's own uid (``same_uid``) no mode or owner change at all: Landlock does not cover ``chmod``, and every file
+    of the user's would be the job's to change (``chmod 0777 ~/.ssh/id_rsa``, ``chmod 0`` on their virtualenv)."""
     rules = [(deny, name, []) for name in _CONFINED]
     rules += [(deny, name, [_ArgCmp(0, _SCMP_CMP_NE, _AF_UNIX, 0)]) for name in ("socket", "socketpair")]
     rules.append((deny, "sendto", [_ArgCmp(4, _SCMP_CMP_NE, 0, 0)]))  # a destination address: a host socket
-    if private_modes:
-        rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_MASKED_EQ, bit, bit)]) for name, arg in _MODE_ARG.items()
-                  for bit in _GROUP_OTHER_BITS]
-        rules += [(deny, "umask", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, 0)]) for bit in _GROUP_OTHER_BITS]
+    rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_MASKED_EQ, bit, bit)]) for name, arg in _MODE_ARG.items()
+              for bit in _GROUP_OTHER_BITS]
+    rules += [(deny, "umask", [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, bit, 0)]) for bit in _GROUP_OTHER_BITS]
+    if same_uid:  # an open file descriptor is no narrower: a job reads the user's own virtualenv
+        rules += [(deny, name, []) for name in ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown",
+                                                "lchown", "fchownat")]
     return rules
 
 
-def seccomp_filter(confine: bool = False, private_modes: bool = True) -> tuple[Filters | None, str]:
+def seccomp_filter(confine: bool = False, same_uid: bool = False) -> tuple[Filters | None, str]:
     """The filter as two BPF programs, compiled by libseccomp (``(None, why)`` where it is missing or fails).
 
     Every listed call fails with EPERM; ``clone`` with any CLONE_NEW* flag too; ``clone3`` (whose flags a filter
     cannot read) with ENOSYS, so the C library falls back to ``clone`` for threads and processes. ``confine``
-    (namespaces refused): the job part also holds ``_confined``'s rules (the mode rules only if
-    ``private_modes``: where every job runs as the user's own uid, a mode opens nothing to anyone else)."""
+    (namespaces refused): the job part also holds ``_confined``'s rules."""
     try:  # by its soname: ctypes.util.find_library would bring subprocess and shutil into every job's template
         lib = ctypes.CDLL(LIBSECCOMP, use_errno=True)
     except OSError:
@@ -177,7 +179,7 @@ def seccomp_filter(confine: bool = False, private_modes: bool = True) -> tuple[F
     rules.append((_errno_action(errno.ENOSYS), "clone3", []))
     rules += [(deny, name, [_ArgCmp(arg, _SCMP_CMP_NE, own, 0)]) for name, arg, own in _SELF_ONLY]
     parts = []
-    job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny, private_modes) if confine else [])
+    job = [r for r in rules if r[1] in SETUP_CALLS] + (_confined(deny, same_uid) if confine else [])
     for part in ([r for r in rules if r[1] not in SETUP_CALLS], job):
         prog, why = _compile(lib, part)
         if prog is None:

@@ -30,8 +30,7 @@ def main(argv: list[str]) -> None:
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = detect_level(requested)
     warnings = [f"a normal user's namespaces: {refused_userns}"] if refused_userns else []
-    seccomp, why = limits.seccomp_filter(confine=level in isolation.LANDLOCKED,
-                                         private_modes=level != isolation.OWN_UID)
+    seccomp, why = limits.seccomp_filter(confine=level in isolation.LANDLOCKED, same_uid=level == isolation.OWN_UID)
     why = why or (limits.filters_work(seccomp) if seccomp else "")
     if level in isolation.LANDLOCKED and why:  # its network and IPC closures are the filter's: not this level
         level = "uid-drop" if level == isolation.LANDLOCK else "rlimits-only"
