@@ -292,11 +292,11 @@ def hedged_boxes(text: str) -> bool:
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\{")
 _NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
-_ENUMERATOR = re.compile(r"(?im)^[ \t]*(?:[-*][ \t]*)?\[?[ \t]*(?:step[ \t]+)?\d+[.):][ \t]+(?=\S)|\bstep[ \t]+\d+\b")
+_ENUMERATOR = re.compile(r"(?im)^ *(?:[-*] *)?\[? *(?:step +)?\d+[.):] +(?=\S)|\bstep +\d+\b|</?[a-z][\w-]*>")
 
 
 def last_number(text: str) -> str | None:
-    """The last number-looking token (`1,000`, `$`, `%`, `a/b`); list and step numbers ("4. Then") are not answers."""
+    """The last number-looking token (`1,000`, `$`, `%`, `a/b`); list, step and tag numbers (`</step2>`) are not."""
     last = None
     for match in _NUMBER_RE.finditer(_ENUMERATOR.sub(" ", text[-20_000:])):
         last = match.group(0)
