@@ -160,14 +160,15 @@ def main() -> int:
         return 0
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    kept = json.loads(DEST.read_text())["runs"] if DEST.exists() else []
+    before = json.loads(DEST.read_text()) if DEST.exists() else {}
+    kept, notes = before.get("runs", []), before.get("notes", [])  # notes: what happened to runs, by hand
     for seed in args.seeds:
         for recipe in args.recipes:
             record = run_one(recipe, seed, work, args.threads)
             kept = [r for r in kept if (r["recipe"], r["seed"]) != (recipe, seed)] + [record]
             RESULTS.mkdir(exist_ok=True)
             DEST.write_text(json.dumps({"about": __doc__.splitlines()[0], "machine": machine(),
-                                        "nice": os.nice(0), "runs": kept}, indent=2))
+                                        "nice": os.nice(0), "notes": notes, "runs": kept}, indent=2))
             print(f"{recipe} seed {seed}: {record.get('error') or cell(record, MAIN[recipe])} "
                   f"({record['wall_s']:.0f} s)", flush=True)
     print(table(kept))
