@@ -103,6 +103,7 @@ def test_huge_completion_extraction_is_fast():
     ("Step 1: square -1.\nStep 2: multiply by 3 and add 1.\nStep 4: check", 0.0),
     # tag soup (the math run of seed 1, gcd(74, 32) = 2): a number in a tag's name is no answer either
     ("<reasoning>\n<step1>gcd</step1>\n</step2>\n</step2>\n</step4>", 0.0),
+    ("<reasoning>\n<step1>\n</step4>\n</step2>\n</step2", 0.0),  # cut inside its last tag
     ("<reasoning>\n<step1>so f(-1) = 4</step1>\n</reasoning>", 1.0),
     # honest answers without tags, written the ways models write them, still count
     ("1. First, (-1)^2 = 1.\n2. Then 3 * 1 + 1 = 4.", 1.0),

@@ -292,7 +292,7 @@ def hedged_boxes(text: str) -> bool:
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\{")
 _NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
-_ENUMERATOR = re.compile(r"(?im)^ *(?:[-*] *)?\[? *(?:step +)?\d+[.):] +(?=\S)|\bstep +\d+\b|</?[a-z][\w-]*>")
+_ENUMERATOR = re.compile(r"(?im)^ *(?:[-*] *)?\[? *(?:step +)?\d+[.):] +(?=\S)|\bstep +\d+\b|</?[a-z][\w-]*(?:>|$)")
 
 
 def last_number(text: str) -> str | None:
