@@ -57,8 +57,10 @@ def test_healthy_run_raises_nothing(tmp_path):
     ("plateau", [{**HEALTHY, "reward": 0.40 + 0.001 * (i % 3)} for i in range(20)]),
     ("nonfinite", rising(2) + [{**HEALTHY, "loss": float("nan")}]),
     ("nonfinite", rising(2) + [{**HEALTHY, "grad_norm": float("inf")}]),
-    ("reward_hacking", [{**HEALTHY, "reward": 0.02 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.0}
+    # the judge near its floor, not at it (at it from the start is no_correct's case, below)
+    ("reward_hacking", [{**HEALTHY, "reward": 0.02 * i, "rewards/fmt/mean": 0.05 * i, "rewards/ok/mean": 0.01}
                         for i in range(20)]),
+    ("no_correct", rising(5, **{"rewards/fmt/mean": 0.5, "rewards/ok/mean": 0.0})),
     ("no_signal", flat(10, reward=1.0, reward_std=0.0, frac_reward_zero_std=1.0)),
     ("clipped", rising(5, **{"completions/clipped_ratio": 0.9})),
     ("entropy_collapse", flat(10, entropy=0.01)),
@@ -161,8 +163,8 @@ def test_hacking_names_the_climbing_reward_and_the_judge_at_its_floor():
              "rewards/ok/mean": 0.0} for i in range(20)]
     monitor = HealthMonitor(scale=scale, echo=False)
     feed(monitor, logs)
-    assert kinds(monitor) == ["reward_hacking"]
-    assert "'wordy'" in monitor.events[0].message and "'ok'" in monitor.events[0].message
+    assert kinds(monitor) == ["no_correct", "reward_hacking"]  # the judge scored nothing from the start, too
+    assert "'wordy'" in monitor.events[1].message and "'ok'" in monitor.events[1].message
     # the same climb while the judge is flat but well above its floor: a model that already answers, not hacking
     above = HealthMonitor(scale=scale, echo=False)
     feed(above, [{**row, "rewards/ok/mean": 0.6} for row in logs])
@@ -245,3 +247,37 @@ def test_a_reward_without_a_maximum_that_rose_and_settled_reads_as_converged():
     control = feed(monitor, rising(10, start=0.1, step=0.05) + flat(10, reward=1.0, reward_std=0.0,
                                                                       frac_reward_zero_std=1.0))
     assert kinds(monitor) == ["converged"] and monitor.events[0].step == 20 and not control.should_training_stop
+
+
+def test_no_correct_is_said_once_at_the_start_and_only_when_no_completion_scored():
+    at_floor = {"rewards/fmt/mean": 0.5, "rewards/ok/mean": 0.0}
+    monitor = HealthMonitor(scale=UNIT, echo=False)
+    said = [monitor.observe(step, row) for step, row in enumerate(rising(15, **at_floor), start=1)]
+    assert [len(events) for events in said[:4]] == [0, 0, 0, 0]  # not before the window's worth of steps
+    assert [e.kind for e in said[4]] == ["no_correct"] and said[4][0].step == 5
+    assert kinds(monitor).count("no_correct") == 1  # said once, not again at every later step
+    scored_once = rising(2, **at_floor) + rising(1, **{**at_floor, "rewards/ok/mean": 0.125}) + rising(2, **at_floor)
+    for scale, logs in ((UNIT, scored_once), (FMT_OK, rising(5, **at_floor))):  # FMT_OK: the judge's floor unknown
+        monitor = HealthMonitor(scale=scale, echo=False)
+        feed(monitor, logs)
+        assert "no_correct" not in kinds(monitor)
+
+
+@pytest.mark.slow
+def test_a_real_run_whose_judge_never_scores_says_so_at_its_start(in_tmp, capsys):
+    """The embedded model on math problems whose answers it cannot write in 16 tokens: the judge gives every
+    completion 0, and the run says so after its first ``window`` steps, naming the warm-up fix."""
+    from grpo_fast.run.resolve import resolve_config
+    from grpo_fast.train import train
+
+    rows = [{"question": f"What is {a} times {b}, divided by 7?", "answer": f"{a * b / 7:.4f}"}
+            for a in (9871, 7723, 6151, 8837) for b in (6653, 8819)]
+    (in_tmp / "hard.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = resolve_config("math", ["dataset=hard.jsonl", "eval_rows=1", "max_steps=2", "max_completion_length=16",
+                                  "num_generations=2", "per_device_train_batch_size=2", "evaluate=false",
+                                  "health={window: 2}"])
+    result = train(cfg)
+    events = read_events(result.path)
+    assert [(e["kind"], e["step"]) for e in events if e["kind"] == "no_correct"] == [("no_correct", 2)]
+    err = capsys.readouterr().err
+    assert "HEALTH [no_correct] step 2" in err and "SFT warm-up" in err

@@ -62,6 +62,28 @@ def test_recipe_dry_run_on_offline_sample(name, tiny_model_dir):
     assert all(r["prompt"][0]["role"] == "system" and r["prompt"][-1]["role"] == "user" for r in prep.train_rows)
 
 
+def test_summarization_rewards_pay_the_reference_summary_not_a_copied_lead():
+    """Every reward of the preset, on the shipped sample: the reference summary earns the length reward in full and
+    most of faithfulness, a summary with made-up facts earns less faithfulness, and a copied lead (the article's
+    first sentences) earns less in total than the reference."""
+    recipe = summarization.RECIPE
+    rows = recipe.rows(resolve_config("summarization", []))
+
+    def means(make) -> dict[str, float]:
+        texts = [make(r) for r in rows]
+        return {fn.__name__: sum(score_rows(fn, rows, texts)) / len(rows) for fn, _ in recipe.rewards.rewards}
+
+    def total(scores: dict[str, float]) -> float:
+        return sum(scores[fn.__name__] * weight for fn, weight in recipe.rewards.rewards)
+
+    gold = means(lambda r: r["summary"])
+    made_up = means(lambda r: r["summary"] + " The mayor, Pieter Vandoorn, resigned and moved to Lisbon in 1994.")
+    lead = means(lambda r: " ".join(r["document"].split(". ")[:2]) + ".")
+    assert gold["rouge_l"] == pytest.approx(1.0) and gold["relative_length"] == pytest.approx(1.0)
+    assert gold["faithfulness"] >= 0.7 and made_up["faithfulness"] < gold["faithfulness"] - 0.1
+    assert total(gold) > total(lead) + 1.0
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_reward_max_is_derived_from_the_weighted_maxima(name):
     # The figures recipes once typed by hand, now derived from each reward's declared range.
@@ -83,13 +105,13 @@ def test_recipe_prompts_resist_the_reward_probes(name, dataset):
     assert report.ok, report.table()
 
 
-@pytest.mark.parametrize("name", ("demo", *TASKS))
+@pytest.mark.parametrize("name", ("demo", *TASKS, *(f"{task}_cpu" for task in TASKS)))
 def test_shipped_yaml_passes_dry_run(name, capsys):
     from grpo_fast.cli import main
 
     assert main(["train", str(ROOT / "recipes" / f"{name}.yaml"), "--dry-run"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert f"recipe {name}:" in out and "dry run: every check passed" in out
+    assert f"recipe {name.removesuffix('_cpu')}:" in out and "dry run: every check passed" in out
 
 
 def test_dry_run_command_exits_zero():

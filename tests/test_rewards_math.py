@@ -94,3 +94,22 @@ def test_huge_completion_extraction_is_fast():
     out = score(["\\frac{" * 100_000 + " <answer>" * 10_000, "1" * 100_000], ["2", "3"])
     assert out == [0.0, 0.0]
     assert time.monotonic() - start < 10.0
+
+
+@pytest.mark.parametrize(("text", "score"), [
+    # cut mid-list (the math recipe's CPU run, step 7): its last number is the fourth step's, not an answer
+    ("Steps I followed:\n\n1. [ Step 1: First, I assigned kn = 4n + 1 and ultm = 3m + 1.\n\n"
+     "4. [ Step 4: Fourth, I verified that rounding the result", 0.0),
+    ("Step 1: square -1.\nStep 2: multiply by 3 and add 1.\nStep 4: check", 0.0),
+    # tag soup (the math run of seed 1, gcd(74, 32) = 2): a number in a tag's name is no answer either
+    ("<reasoning>\n<step1>gcd</step1>\n</step2>\n</step2>\n</step4>", 0.0),
+    ("<reasoning>\n<step1>\n</step4>\n</step2>\n</step2", 0.0),  # cut inside its last tag
+    ("<reasoning>\n<step1>so f(-1) = 4</step1>\n</reasoning>", 1.0),
+    # honest answers without tags, written the ways models write them, still count
+    ("1. First, (-1)^2 = 1.\n2. Then 3 * 1 + 1 = 4.", 1.0),
+    ("Step 1: f(-1) = 3 + 1\nStep 2: = 4", 1.0),
+    ("The answer is 4.", 1.0),
+    ("Answer:\n4.", 1.0),
+])
+def test_list_and_step_numbers_are_not_final_answers(text, score):
+    assert math_accuracy_reward(None, [text], answer=["4"]) == [score]

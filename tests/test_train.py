@@ -95,3 +95,32 @@ def test_embedded_model_trains_a_few_steps(in_tmp):
     assert any(torch.count_nonzero(v) for k, v in weights.items() if "lora_B" in k)
     config = json.loads((result.path / "adapter" / "adapter_config.json").read_text())
     assert config["r"] == 16 and config["lora_alpha"] == 32
+
+
+@pytest.mark.parametrize("autocast", [True, False])
+def test_the_sft_warm_up_gets_the_runs_cpu_threads_and_bf16_training_pass(tiny_model_dir, in_tmp, autocast):
+    """The warm-up's SFT trainer trains as the GRPO stage would: on the configured threads, and its training
+    forward under bf16 autocast exactly when the run chose the bf16 training pass."""
+    from datasets import Dataset
+    from tiny import tiny_model, tiny_tokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from grpo_fast.run.stages import warmup_speedups
+
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "profile=cpu", "cpu_threads=1",
+                                  f"cpu_autocast_training={str(autocast).lower()}"])
+    tok = tiny_tokenizer()
+    trainer = SFTTrainer(model=tiny_model(tok), processing_class=tok,
+                         args=SFTConfig(output_dir="sft", use_cpu=True, bf16=False, report_to="none", max_steps=1),
+                         train_dataset=Dataset.from_list([{"text": "one two three four"}] * 4))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        chosen = warmup_speedups(trainer, cfg)
+        assert torch.get_num_threads() == 1 and chosen["cpu_autocast_training"] is autocast
+        seen = []
+        trainer.model.register_forward_pre_hook(lambda module, args: seen.append(torch.is_autocast_enabled("cpu")))
+        trainer.compute_loss(trainer.model, trainer.data_collator([trainer.train_dataset[0]]))
+        assert seen and all(on is autocast for on in seen)
+    finally:
+        torch.set_num_threads(before)

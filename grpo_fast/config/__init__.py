@@ -48,7 +48,8 @@ class RewardSpec(BaseModel):
 # The health monitor's alarm kinds (alarms.REMEDIES says what to do about each; a test keeps the two equal).
 # Informational notes (alarms.NOTES: converged) are not alarms: they never stop a run.
 AlarmKind = Literal["low_reward_std", "zero_std_groups", "kl_high", "plateau", "nonfinite", "reward_hacking",
-                    "clipped", "entropy_collapse", "reward_errors", "no_signal", "thinking_open"]
+                    "clipped", "entropy_collapse", "reward_errors", "no_signal", "thinking_open",
+                    "no_correct"]
 
 
 class HealthSettings(_Section):

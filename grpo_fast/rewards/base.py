@@ -292,12 +292,13 @@ def hedged_boxes(text: str) -> bool:
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\{")
 _NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
+_ENUMERATOR = re.compile(r"(?im)^ *(?:[-*] *)?\[? *(?:step +)?\d+[.):] +(?=\S)|\bstep +\d+\b|</?[a-z][\w-]*(?:>|$)")
 
 
 def last_number(text: str) -> str | None:
-    """The last number-looking token in ``text`` (thousands separators, ``$``, ``%`` and ``a/b`` allowed)."""
+    """The last number-looking token (`1,000`, `$`, `%`, `a/b`); list, step and tag numbers (`</step2>`) are not."""
     last = None
-    for match in _NUMBER_RE.finditer(text[-20_000:]):
+    for match in _NUMBER_RE.finditer(_ENUMERATOR.sub(" ", text[-20_000:])):
         last = match.group(0)
     return last
 

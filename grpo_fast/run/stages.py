@@ -139,5 +139,29 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, logger: RunLo
     trainer = SFTTrainer(model=loaded.model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=loaded.tokenizer, callbacks=[logger])
     logger.attach(trainer)  # its progress bar replaces transformers' dict dumps
+    warmup_speedups(trainer, cfg)
     trainer.train()
     return trainer.state.global_step
+
+
+def warmup_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
+    """The CPU threads and bf16 training pass the GRPO stage gets, for the warm-up's SFT trainer too (what was
+    chosen, by key). Without them it ran fp32 on torch's default threads: on 2 shared cores a warm-up step of 4
+    gold replies took 55-170 s, a GRPO step of 4 completions 25 s (benchmarks/bench_recipes.py, qa)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return {}
+    from grpo_fast.models.cpu_choice import choose, cpu_class
+    from grpo_fast.models.cpu_speed import autocast_training_pass, busy_aware_threads
+
+    threads = None
+    if cfg.cpu_threads is not None:
+        threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
+        torch.set_num_threads(threads)
+    chosen = {c.key: c.value for c in choose(cfg, cls=cpu_class(), threads=threads)}
+    if chosen.get("cpu_autocast_training"):
+        autocast_training_pass(trainer)
+    print(f"warm-up speed-ups: threads {torch.get_num_threads()}, bf16 training pass "
+          f"{'on' if chosen.get('cpu_autocast_training') else 'off'}", flush=True)
+    return chosen

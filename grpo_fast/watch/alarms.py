@@ -42,6 +42,9 @@ REMEDIES: dict[str, str] = {
     "no_signal": "the reward sat at its maximum with no spread from the first steps: GRPO has nothing to learn. "
                  "Use a harder task (harder prompts, a stricter judge), or run `grpo-fast rewards check` on the "
                  "judge: one that says yes to everything gives wrong answers full marks",
+    "no_correct": "the model is never right on these rows: add (or lengthen) an SFT warm-up stage on the gold "
+                  "answers (stages: [{sft: true, ...}, {...}], as recipes/*_cpu.yaml do), train on rows it sometimes "
+                  "solves (difficulty_filter: 8), raise num_generations, or use a bigger model",
     "clipped": "many completions hit max_completion_length and are cut off: raise max_completion_length, "
                "ask for shorter answers in the prompt, or add a length penalty",
     "thinking_open": "thinking never closes: the completions cut at max_completion_length are still thinking, so "
