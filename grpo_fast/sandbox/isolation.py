@@ -320,13 +320,16 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
 
 
 def user_tasks(uid: int) -> int:
-    """Tasks (threads) of ``uid``'s processes: what the kernel counts against its RLIMIT_NPROC."""
+    """Tasks (threads) of the processes whose real uid is ``uid``: what the kernel counts against RLIMIT_NPROC
+    (a non-dumpable process's /proc entry is root's, so its owner would miss the pool's own processes)."""
     count = 0
     for p in os.listdir("/proc"):
         try:
-            if p.isdigit() and os.stat(f"/proc/{p}").st_uid == uid:
-                count += len(os.listdir(f"/proc/{p}/task"))
-        except OSError:
+            if p.isdigit():
+                with open(f"/proc/{p}/status") as f:
+                    real = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+                count += len(os.listdir(f"/proc/{p}/task")) if real == uid else 0
+        except (OSError, StopIteration, ValueError):
             continue
     return count
 
