@@ -87,7 +87,7 @@ def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]
             found = _stopped_trees([p for p in isolation.children(me) if p not in keep])
         else:
             found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
-                     and _uid_of(p) == uid]
+                     and isolation.process_uids(p)[1] == uid]
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -119,14 +119,6 @@ def _stopped_trees(roots: list[int]) -> list[int]:
             todo += isolation.children(pid)
         if not new:
             return sorted(seen)
-
-
-def _uid_of(pid: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[2]) for line in f if line.startswith("Uid:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return -1
 
 
 def reap() -> list[tuple[int, int]]:

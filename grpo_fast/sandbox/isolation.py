@@ -324,14 +324,23 @@ def user_tasks(uid: int) -> int:
     (a non-dumpable process's /proc entry is root's, so its owner would miss the pool's own processes)."""
     count = 0
     for p in os.listdir("/proc"):
-        try:
-            if p.isdigit():
-                with open(f"/proc/{p}/status") as f:
-                    real = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
-                count += len(os.listdir(f"/proc/{p}/task")) if real == uid else 0
-        except (OSError, StopIteration, ValueError):
-            continue
+        if p.isdigit() and process_uids(p)[0] == uid:
+            try:
+                count += len(os.listdir(f"/proc/{p}/task"))
+            except OSError:
+                continue
     return count
+
+
+def process_uids(pid: int | str) -> tuple[int, int]:
+    """A process's real and effective uid, from its status ((-1, -1) once it is gone): unlike the owner of its
+    /proc entry, also right for a non-dumpable process."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = next(line.split() for line in f if line.startswith("Uid:"))
+        return int(fields[1]), int(fields[2])
+    except (OSError, StopIteration, ValueError, IndexError):
+        return -1, -1
 
 
 def children(pid: int) -> list[int]:
