@@ -113,3 +113,42 @@ def test_huge_completion_extraction_is_fast():
 ])
 def test_list_and_step_numbers_are_not_final_answers(text, score):
     assert math_accuracy_reward(None, [text], answer=["4"]) == [score]
+
+
+def ask(question: str) -> list[dict]:
+    return [{"role": "system", "content": "Solve the problem. Answer in <answer> tags."},
+            {"role": "user", "content": question}]
+
+
+@pytest.mark.parametrize(
+    ("question", "completion", "gold"),
+    [
+        ("Simplify $\\sqrt{45}$.", "<reasoning>45 = 9 * 5</reasoning>\n<answer>\\sqrt{45}</answer>", "3\\sqrt{5}"),
+        ("Simplify $\\sqrt{45}$.", "So the answer is $\\sqrt{45}$", "3\\sqrt{5}"),
+        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>\\frac{54}{36}</answer>", "\\frac{3}{2}"),
+        ("Simplify $\\frac{54}{36}$ to lowest terms.", "\\boxed{54/36}", "\\frac{3}{2}"),
+        ("What is 17 * 23?", "<answer>17 * 23</answer>", "391"),
+    ],
+)
+def test_the_question_copied_unevaluated_scores_zero(question, completion, gold):
+    """math-verify calls "√45" equal to 3√5: without the question, an echo of "Simplify √45" was paid full."""
+    assert score([completion], [gold]) == [1.0]  # the equivalence holds...
+    assert math_accuracy_reward(prompts=[ask(question)], completions=[completion], answer=[gold]) == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("question", "completion", "gold"),
+    [
+        ("Simplify $\\sqrt{45}$.", "<reasoning>45 = 9 * 5</reasoning>\n<answer>3\\sqrt{5}</answer>", "3\\sqrt{5}"),
+        ("Simplify $\\sqrt{45}$.", "so $\\sqrt{45} = \\boxed{3\\sqrt{5}}$", "3\\sqrt{5}"),
+        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>\\dfrac{3}{2}</answer>", "\\frac{3}{2}"),
+        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>3/2</answer>", "\\frac{3}{2}"),
+        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>1.5</answer>", "\\frac{3}{2}"),
+        ("What is 17 * 23?", "17 * 23 = 391, so the answer is 391", "391"),
+        ("Which is larger, 2/3 or 3/5?", "<answer>2/3</answer>", "\\frac{2}{3}"),
+        ("Solve $x + 3 = 0$.", "<answer>-3</answer>", "-3"),
+        ("A farm has 3 fields of 4 cows. How many cows?", "3 * 4 = 12 cows. <answer>12</answer>", "12"),
+    ],
+)
+def test_solved_answers_keep_full_marks_beside_their_question(question, completion, gold):
+    assert math_accuracy_reward(prompts=[ask(question)], completions=[completion], answer=[gold]) == [1.0]

@@ -40,6 +40,14 @@ def test_wrong_or_hedged_answers_score_zero(answer: str) -> None:
     assert final_answer_correct([called(answer)], [GOLD]) == [0.0]
 
 
+@pytest.mark.parametrize(("answer", "score"), [("4837 * 2913", 0.0), ("<answer>4837*2913</answer>", 0.0),
+                                               ("4837 * 2913 = 14090181", 1.0), ("14090181", 1.0)])
+def test_the_question_copied_back_is_no_answer(answer: str, score: float) -> None:
+    # math-verify evaluates "4837 * 2913" to the gold; beside its question it is an echo, not a result
+    question = [{"role": "user", "content": "What is 4837 * 2913?"}]
+    assert final_answer_correct([called(answer)], [GOLD], prompts=[question]) == [score]
+
+
 def test_the_tool_output_is_not_the_answer() -> None:
     # the number only in the tool's reply (or in the message that made the call) earns nothing
     msgs = called("")

@@ -51,7 +51,7 @@ def final_message(completion: Any) -> str:
 def final_answer_correct(completions: list, answer: list[str], **kwargs: Any) -> list[float | None]:
     """1.0 when the final reply's answer equals ``answer`` (math-verify); the tool's output does not count."""
     preds = [extract_math_answer(final_message(c)) for c in completions]
-    return verify_answers(list(answer), preds)
+    return verify_answers(list(answer), preds, prompts=kwargs.get("prompts"))
 
 
 @reward_meta("format", 0.0, 1.0)

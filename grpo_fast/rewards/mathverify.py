@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import queue
+import re
 import select
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from grpo_fast.rewards.base import (
     extract_final_answer,
     parse_number,
     reward_meta,
+    user_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -206,9 +208,37 @@ def math_equal(gold: Any, pred: str | None, pool: MathVerifyPool | None = None) 
     return verify_answers([gold], [pred], pool)[0]
 
 
+_SQRT_CALL = re.compile(r"\\?sqrt\s*\(([^()]*)\)")
+_ROOT_SIGN = re.compile(r"√\s*\{?([0-9A-Za-z.]+)\}?")
+_FRACTION = re.compile(r"\\frac(?:\{([\w.]+)\}|(\d))(?:\{([\w.]+)\}|(\d))")
+_OPERATION = re.compile(r"[+*/^×÷·√]|\\(?:sqrt|frac|cdot|times|div)|(?<=[\w)}])-")
+
+
+def _compact(text: str) -> str:
+    """An expression as written, spelled one way: no spaces, ``$`` or spacing commands; ``sqrt(x)``, ``√x`` and
+    ``\\sqrt{x}`` alike; ``\\frac{a}{b}``, ``\\dfrac{a}{b}`` and ``a/b`` alike."""
+    text = re.sub(r"\\(?:left|right)\b|\\[,;:! ]|[\s$]", "", text)
+    text = _FRACTION.sub(r"\1\2/\3\4", re.sub(r"\\[dt]frac\b", r"\\frac", text))
+    return _ROOT_SIGN.sub(r"\\sqrt{\1}", _SQRT_CALL.sub(r"\\sqrt{\1}", text))
+
+
+def restates_question(pred: str | None, question: str, gold: Any) -> bool:
+    """The answer is an expression copied from the question unevaluated ("Simplify √45" answered √45, "What is
+    17*23?" answered 17*23): math-verify rightly calls it equal to the gold, but nothing was solved. A plain number
+    or the gold as written is never a restatement, nor is a copy when the question offers the gold's own expression
+    ("Which is larger, 2/3 or 3/5?")."""
+    answer, asked, expected = _compact(pred or ""), _compact(question), _compact(str(gold))
+    compound = _OPERATION.search
+    return (bool(answer) and compound(answer) is not None and answer in asked and answer != expected
+            and not (compound(expected) and expected in asked))
+
+
 def verify_answers(
-    golds: list[Any], preds: list[str | None], pool: MathVerifyPool | None = None
+    golds: list[Any], preds: list[str | None], pool: MathVerifyPool | None = None,
+    prompts: list[Any] | None = None,
 ) -> list[float | None]:
+    """Equivalence of each prediction with its gold (see ``math_equal``); with ``prompts``, an answer that only
+    restates its question's expression scores 0."""
     out: list[float | None] = [None] * len(golds)
     slow: list[int] = []
     for i, (gold, pred) in enumerate(zip(golds, preds)):
@@ -237,6 +267,9 @@ def verify_answers(
             results = [None] * len(slow)
         for i, r in zip(slow, results):
             out[i] = r
+    for i, prompt in enumerate(prompts or []):
+        if out[i] and restates_question(preds[i], user_text(prompt), golds[i]):
+            out[i] = 0.0
     return out
 
 
@@ -252,11 +285,11 @@ def math_accuracy_reward(
     prompts: Any, completions: Any, answer: Any = None, **kwargs: Any
 ) -> list[float | None]:
     """1.0 if the final answer (``<answer>``, else last ``\\boxed{}``, else last number) after the thinking equals
-    ``answer``; 0 while the thinking is still open.
+    ``answer``; 0 while the thinking is still open, and 0 for the question's own expression copied unevaluated.
 
     Symbolic equivalence via math-verify (fractions, roots, tuples, intervals, sets, expressions); None if the
     gold cannot be parsed. Thread-safe and time-bounded (see module docstring).
     """
     texts = answer_texts(completions)
     golds = column({"answer": answer}, "answer", len(texts))
-    return verify_answers(golds, [extract_math_answer(t) for t in texts])
+    return verify_answers(golds, [extract_math_answer(t) for t in texts], prompts=prompts)
