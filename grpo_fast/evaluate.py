@@ -206,10 +206,8 @@ def compare(base: dict[str, Any], trained: dict[str, Any]) -> list[dict[str, Any
 def format_table(table: list[dict[str, Any]]) -> str:
     """The comparison as aligned text, for the terminal."""
     width = max([12, *(len(row["metric"]) for row in table)])
-    lines = [f"{'metric':<{width}} {'base':>9} {'trained':>9} {'delta':>9}"]
-    for row in table:
-        lines.append(f"{row['metric']:<{width}} {row['base']:>9.3f} {row['trained']:>9.3f} {row['delta']:>+9.3f}")
-    return "\n".join(lines)
+    return "\n".join([f"{'metric':<{width}} {'base':>9} {'trained':>9} {'delta':>9}"] + [
+        f"{row['metric']:<{width}} {row['base']:>9.3f} {row['trained']:>9.3f} {row['delta']:>+9.3f}" for row in table])
 
 
 # --------------------------------------------------------------------------- a run directory
@@ -262,16 +260,16 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
 
     The run directory holds what this needs: config.yaml (rewards, settings) and heldout.jsonl (the rows
     training never saw). Unset options default to the run's own settings (eval_k, max_completion_length,
-    temperature, seed). ``batch_size``: prompts generated together (default 64 on CPU, where bigger batches
-    amortise each decoding step's overhead, 16 on a GPU). On CPU the adapter is merged for the trained model's
-    generation when the run's ``merged_generation`` is on, as in training. The base model's evaluation is kept
-    in the kit's cache (``base_evaluation_file``) and reused by runs whose base, rows, rewards and
-    settings are the same (``reuse_base=False``: evaluate it again); eval.json then names the run it came from.
+    temperature, seed, cpu_threads). ``batch_size``: prompts generated together (default 64 on CPU, where bigger
+    batches amortise each decoding step's overhead, 16 on a GPU). On CPU the adapter is merged for generation
+    when the run's ``merged_generation`` is on, as in training. The base model's evaluation is kept in the kit's
+    cache (``base_evaluation_file``) and reused by runs whose base, rows, rewards and settings are the same
+    (``reuse_base=False``: evaluate it again); eval.json then names the run it came from.
     """
     import torch
 
     from grpo_fast import quiet_libraries
-    from grpo_fast.models.cpu_speed import merged_lora_generation
+    from grpo_fast.models.cpu_speed import merged_lora_generation, set_cpu_threads
     from grpo_fast.models.thinking import for_run
     from grpo_fast.recipes import get_recipe
     from grpo_fast.run.prepare import run_rewards
@@ -282,6 +280,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     quiet_libraries()
     run = rundir.Run.open(rundir.path_of(run_dir), adapter=True)
     cfg = resolve_config(str(run.path / rundir.CONFIG))
+    set_cpu_threads(cfg)  # as training ran: on cores busy with other jobs fewer threads generate faster
     recipe = get_recipe(cfg.recipe)
     rewards = run_rewards(cfg, recipe)
     rows = run.heldout_rows()

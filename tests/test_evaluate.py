@@ -103,7 +103,8 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     from grpo_fast.run.resolve import resolve_config
 
     run = tmp_path / "run"
-    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])
+    cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4",
+                                  "cpu_threads=1"])
     rundir.write_yaml(run / "config.yaml", cfg.to_dict())
     rows = prepare(cfg, force=True).eval_rows
     rundir.write_jsonl(run / rundir.HELDOUT, rows)
@@ -115,7 +116,13 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
                 param.normal_(0, 1.0)  # a trained-looking adapter that changes the outputs
     model.save_pretrained(run / "adapter")
 
-    result = evaluate_run(run, k=2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        result = evaluate_run(run, k=2)
+        assert torch.get_num_threads() == 1  # the run's cpu_threads, as training ran (`grpo-fast eval` too)
+    finally:
+        torch.set_num_threads(threads)
     assert json.loads((run / EVAL_FILE).read_text()) == json.loads(json.dumps(result))
     assert result["settings"] == {"k": 2, "n": 2, "max_new_tokens": 4, "temperature": 1.0, "seed": 42,
                                   "batch_size": 64, "merged_generation": True}

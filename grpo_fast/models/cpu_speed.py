@@ -194,10 +194,7 @@ def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     from grpo_fast.models.generation import choose_engine, set_engine
 
     cuda = torch.cuda.is_available()
-    threads = None
-    if cfg.cpu_threads is not None and not cuda:
-        threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
-        torch.set_num_threads(threads)
+    threads = set_cpu_threads(cfg)
     cls = None if cuda else cpu_class()
     choices = choose(cfg, cls=cls, threads=threads, cuda=cuda)
     engine = choose_engine(cfg, cuda)
@@ -243,6 +240,18 @@ def busy_cores(window: float = 0.5) -> float:
         return os.getloadavg()[0]
     share = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
     return share * (os.cpu_count() or 1)
+
+
+def set_cpu_threads(cfg: Any) -> int | None:
+    """torch's threads for a CPU run, as ``cpu_threads`` says (``auto``: the cores free now); None on a GPU or
+    when unset (torch's default: every core)."""
+    import torch
+
+    if cfg.cpu_threads is None or torch.cuda.is_available():
+        return None
+    threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
+    torch.set_num_threads(threads)
+    return threads
 
 
 def busy_aware_threads(cores: int | None = None, busy: float | None = None) -> int:

@@ -153,12 +153,9 @@ def warmup_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
     if torch.cuda.is_available():
         return {}
     from grpo_fast.models.cpu_choice import choose, cpu_class
-    from grpo_fast.models.cpu_speed import autocast_training_pass, busy_aware_threads
+    from grpo_fast.models.cpu_speed import autocast_training_pass, set_cpu_threads
 
-    threads = None
-    if cfg.cpu_threads is not None:
-        threads = busy_aware_threads() if cfg.cpu_threads == "auto" else int(cfg.cpu_threads)
-        torch.set_num_threads(threads)
+    threads = set_cpu_threads(cfg)
     chosen = {c.key: c.value for c in choose(cfg, cls=cpu_class(), threads=threads)}
     if chosen.get("cpu_autocast_training"):
         autocast_training_pass(trainer)
