@@ -42,9 +42,10 @@ MAIN = {"math": "accuracy", "code": "accuracy", "qa": "accuracy", "summarization
 """Each recipe's headline, its ``Recipe.metric``: the share of greedy answers at the judge's full score (math-verify
 right, every test passed in the sandbox, fuzzy match 1.0), or for summarization the mean ROUGE-L (graded: a
 greedy summary never reaches 1.0). Beside it: the judge's mean and pass@1 from one sampled answer a row."""
-LABELS = {"accuracy": "accuracy (greedy)", "pass@1": "pass@1 (sampled, T=1)", "format": "format"}
+LABELS = {"accuracy": "accuracy (greedy)", "pass@1": "pass@1 (sampled)", "pass@4": "pass@4 (4 sampled)",
+          "format": "format"}
 JUDGE = {"code": "tests passed (mean share)", "qa": "fuzzy match (mean)", "summarization": "ROUGE-L (mean)"}
-EXTRA = {"math": ["pass@1"], "code": ["pass@1", "score"], "qa": ["score"], "summarization": []}
+EXTRA = {"math": ["pass@1", "pass@4"], "code": ["pass@1", "score"], "qa": ["score"], "summarization": []}
 
 
 def run_one(recipe: str, seed: int, work: Path, threads: int) -> dict:
