@@ -1,5 +1,6 @@
 """Programs that try to hold more memory than their job's limit, one per route the kernel accounts differently:
-the heap, SysV and POSIX-style (memfd) shared memory, tmpfs files, and children. Each prints, as it goes, how much it
+the heap, SysV and POSIX-style (memfd) shared memory, tmpfs files, children, and orphans (double-forked out of the
+job's tree, adopted by the forker). Each prints, as it goes, how much it
 holds at once; ``held_and_peak`` reads that and the slot's cgroup peak. Used by tests/test_sandbox_round3.py and
 benchmarks/bench_sandbox_memory.py."""
 
@@ -71,6 +72,28 @@ MEMORY_ROUTES = {  # TARGET: MiB to aim at
             os.read(r, 1)
             alive = [p for p in alive if os.waitpid(p, os.WNOHANG) == (0, 0)]  # the kernel may have killed some
             print(64 * len(alive), flush=True)  # held by children alive at once
+        print("done")
+        """),
+    "orphans": S("""
+        import os, select, time
+        alive = []  # a pipe per holder: its end reads EOF once the holder is gone
+        for i in range(TARGET // 64):
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:  # the holder: its parent exits, the forker adopts it (out of the job's tree)
+                    block = b"x" * (64 << 20)
+                    os.write(w, b"1")
+                    time.sleep(5)
+                    os._exit(0)
+                os._exit(0)
+            os.close(w)
+            os.wait()
+            os.read(r, 1)
+            alive.append(r)
+            time.sleep(0.2)  # the memory watch looks every 20 ms
+            alive = [f for f in alive if not select.select([f], [], [], 0)[0]]
+            print(64 * len(alive), flush=True)  # held by orphans alive at once
         print("done")
         """),
     "heap": S("""
