@@ -216,14 +216,10 @@ def sync_costs(run_dir: Path) -> dict[str, Any]:
 
 def auto_pick(cfg: Any) -> tuple[str, str]:
     """The engine ``generation: auto`` picks for this shape on this machine (as a bench row's name) and why."""
-    import importlib.util
-
-    from grpo_fast.models.cpu_choice import cpu_class
-    from grpo_fast.models.generation import choose_engine, vllm_choice
+    from grpo_fast.models.generation import choose_engine, vllm_choice, vllm_facts
 
     auto = cfg.model_copy(update={"generation": "auto"})
-    vllm = importlib.util.find_spec("vllm") is not None
-    on, why = vllm_choice(auto, cuda=False, vllm=vllm, native_bf16=cpu_class().native_bf16)
+    on, why = vllm_choice(auto, **vllm_facts(cuda=False))
     if on:
         return "vllm_colocate", why
     choice = choose_engine(auto, cuda=False)

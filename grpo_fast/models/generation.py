@@ -63,21 +63,27 @@ def vllm_choice(cfg: Any, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple
                   f"{VLLM_MEASURED} (bench_generation); TRL's importance-sampling correction on")
 
 
+def vllm_facts(cuda: bool) -> dict[str, bool]:
+    """This machine's facts for ``vllm_choice``: vLLM installed (without CUDA), native bf16 (probed only then)."""
+    import importlib.util
+
+    from grpo_fast.models.cpu_choice import cpu_class
+
+    vllm = not cuda and importlib.util.find_spec("vllm") is not None
+    return {"cuda": cuda, "vllm": vllm, "native_bf16": vllm and cpu_class().native_bf16}
+
+
 def pick_vllm(cfg: Any) -> bool:
     """``generation: auto`` on a machine without CUDA: turn colocated vLLM on where ``vllm_choice`` says so (said in
     the run's report). Before the backend is chosen: TRL builds its engine with the trainer."""
-    import importlib.util
-
     from grpo_fast.models import VLLM_CPU_ENV, cuda_available
-    from grpo_fast.models.cpu_choice import cpu_class
 
-    cuda = cuda_available()
-    vllm = not cuda and importlib.util.find_spec("vllm") is not None
+    facts = vllm_facts(cuda_available())
     picked = False
     for stage in cfg.stage_list:
         if stage.sft:
             continue
-        on, why = vllm_choice(stage.cfg, cuda=cuda, vllm=vllm, native_bf16=vllm and cpu_class().native_bf16)
+        on, why = vllm_choice(stage.cfg, **facts)
         if on:
             stage.cfg.change("use_vllm", True, f"generation: auto — {why}")
             picked = True
