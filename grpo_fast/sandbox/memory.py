@@ -39,17 +39,10 @@ def _resident(pid: int) -> int:
         return 0
 
 
-def _uid_of(pid: int) -> int:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return -1
-
-
 def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | None) -> int:
     """Resident bytes of ``root`` and its descendants, of ``orphans`` (adopted by the forker) owned by ``uid``, and
     of the files ``uid`` owns in ``shm_dir``."""
-    seen, todo = set(), [root, *(p for p in orphans if uid is not None and _uid_of(p) == uid)]
+    seen, todo = set(), [root, *(p for p in orphans if uid is not None and isolation.process_uids(p)[0] == uid)]
     total = 0
     while todo:
         pid = todo.pop()
