@@ -8,8 +8,9 @@ import pytest
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
 from grpo_fast.errors import UserError
-from grpo_fast.watch.alarms import NOTES, REMEDIES, RewardScale
 from grpo_fast.watch.health import HEALTH_FILE, HealthMonitor, read_events
+from grpo_fast.watch.remedies import NOTES, REMEDIES
+from grpo_fast.watch.signals import RewardScale
 
 HEALTHY = {"reward": 1.0, "reward_std": 0.5, "frac_reward_zero_std": 0.1, "loss": 0.01, "grad_norm": 0.3,
            "entropy": 1.5, "completions/clipped_ratio": 0.0, "completions/mean_length": 40.0}

@@ -28,8 +28,9 @@ from transformers import TrainerCallback
 from grpo_fast import make_callable, rundir
 from grpo_fast.config import HealthSettings
 from grpo_fast.errors import UserError
-from grpo_fast.watch.alarms import NOTES, REMEDIES, HealthEvent, RewardScale, Rules
-from grpo_fast.watch.judge import no_correct
+from grpo_fast.watch.alarms import Rules
+from grpo_fast.watch.remedies import NOTES, REMEDIES
+from grpo_fast.watch.signals import HealthEvent, RewardScale
 
 HEALTH_FILE = "health.jsonl"
 ON_ALARM = ("warn", "stop")
@@ -109,7 +110,7 @@ class HealthMonitor(TrainerCallback):
     def observe(self, step: int, logs: dict[str, Any], control: Any = None) -> list[HealthEvent]:
         """One logged step: its rows into the rules, new events out (and into ``control`` when stopping)."""
         self.rules.add({key: _finite(value) for key, value in logs.items()})
-        new = [e for e in [*self.rules.check(step), *no_correct(self.rules, step)] if self._emit(e, control)]
+        new = [e for e in self.rules.check(step) if self._emit(e, control)]
         logged = len(self.rules.rows)
         for kind in [k for k, e in self.open.items() if logged - self.last_fired[k] >= self.settings.window]:
             self._close(kind)

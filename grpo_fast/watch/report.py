@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from grpo_fast import rundir
-from grpo_fast.watch.alarms import NOTES
 from grpo_fast.watch.completions import answers_html, completion_html
 from grpo_fast.watch.completions import escape as _e
+from grpo_fast.watch.remedies import NOTES
 
 REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"
