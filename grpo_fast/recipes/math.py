@@ -13,7 +13,7 @@ from typing import Any
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, chat, load, map_rows, text
 from grpo_fast.rewards import MATH_REASONING_REWARDS as PRESET
-from grpo_fast.rewards.base import last_boxed
+from grpo_fast.rewards.answers import last_boxed
 from grpo_fast.rewards.check import answer_probes
 
 SYSTEM_PROMPT = (

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_fast.rewards.base import RewardFunc, completion_text, extract_final_answer, score_rows
+from grpo_fast.rewards import debug
+from grpo_fast.rewards.answers import extract_final_answer
+from grpo_fast.rewards.base import RewardFunc, completion_text, score_rows
 from grpo_fast.rewards.code import code_execution_reward, extract_code, make_code_execution_reward
 from grpo_fast.rewards.combine import AdaptiveRewardScaler, clip, gate, normalize, weighted_sum
 from grpo_fast.rewards.correctness import (
@@ -139,6 +141,4 @@ __all__ = [
 
 def debug_reward(fn: RewardFunc, samples: Any, **columns: Any) -> list[float | None]:
     """Print each sample's score next to what was extracted (see ``grpo_fast.rewards.debug``)."""
-    from grpo_fast.rewards.debug import debug_reward as _debug
-
-    return _debug(fn, samples, **columns)
+    return debug.debug_reward(fn, samples, **columns)

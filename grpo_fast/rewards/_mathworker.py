@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import resource
 import sys
 from functools import lru_cache
 
@@ -31,8 +32,6 @@ def _prose(text: str) -> bool:
 
 def _limit_memory(mb: int) -> None:
     try:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_AS, (mb * 1024 * 1024, mb * 1024 * 1024))
     except (ImportError, ValueError, OSError):
         pass

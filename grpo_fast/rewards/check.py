@@ -6,12 +6,17 @@ reference answer, or that pays for an empty string, an echo of the prompt or stu
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_fast.rewards.base import parse_number, prompt_text, score_rows, user_text
+from rich.console import Console
+from rich.table import Table
+
+from grpo_fast.rewards.answers import parse_number
+from grpo_fast.rewards.base import prompt_text, score_rows, user_text
 from grpo_fast.rewards.presets import RewardSet
 
 Gold = Callable[[dict[str, Any]], "str | None"]
@@ -69,13 +74,7 @@ class CheckReport:
         return self.table()
 
     def print(self) -> None:
-        """Print with rich when available, else the plain table."""
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            print(self.table())
-            return
+        """Print as a rich table (``table()`` is the plain one)."""
         table = Table(title=f"reward check [{self.name}]")
         for col in ("check", "reward", "score", "limit", "status"):
             table.add_column(col)
@@ -241,7 +240,6 @@ def audit_gold(rewards: RewardSet, rows: Sequence[dict[str, Any]], gold: Gold, s
 
     Every row with a gold (some datasets publish no reference for a row), or a seeded random ``sample`` of them
     when there are more; the audit says which. Each failure says why (the sandbox's reason for a code row)."""
-    import random
 
     rows = list(rows)
     have = [i for i, r in enumerate(rows) if gold(r)]

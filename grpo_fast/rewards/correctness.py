@@ -14,22 +14,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from rapidfuzz import fuzz
+from rouge_score import rouge_scorer
 
-from grpo_fast.rewards.base import (
+from grpo_fast.rewards.answers import (
     MAX_ANSWER_CHARS,
-    against_column,
-    blank,
-    bound,
     extract_answer_or_text,
     extract_final_answer,
     extract_tag,
-    factory,
     last_boxed,
     last_number,
     normalize_answer,
     normalize_text,
     parse_number,
 )
+from grpo_fast.rewards.base import against_column, blank, bound, factory
 
 # ---------------------------------------------------------------------------------------------- exact match
 
@@ -251,7 +249,6 @@ def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str |
 @functools.cache
 def _rouge_scorer(kind: str) -> Any:
     """rouge-score loads when a summarization run scores, not when the presets are defined."""
-    from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer([kind], use_stemmer=True)
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_fast.rewards.base import RewardFunc, completion_text, extract_final_answer, extract_tag
+from grpo_fast.rewards.answers import extract_final_answer, extract_tag
+from grpo_fast.rewards.base import RewardFunc, completion_text
+from grpo_fast.rewards.code import extract_code
 
 _TAGS = ("reasoning", "think", "answer")
 
 
 def describe_completion(text: str) -> dict[str, Any]:
     """What the extractors find in one completion."""
-    from grpo_fast.rewards.code import extract_code
 
     code = extract_code(text)
     return {

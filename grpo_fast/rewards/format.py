@@ -12,6 +12,8 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+import jsonschema
+
 from grpo_fast.rewards.base import bound, completion_texts, factory, reward_meta
 from grpo_fast.rewards.base import column as get_column
 from grpo_fast.rewards.correctness import extract_json
@@ -131,8 +133,6 @@ def make_json_schema_reward(
 
 @functools.lru_cache(maxsize=256)
 def _validator(schema: str) -> Any:
-    import jsonschema
-
     return jsonschema.Draft202012Validator(json.loads(schema))
 
 

@@ -12,6 +12,7 @@ is raised, naming the reward and a failing sample, because a reward that mostly 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.rewards.base import transcript
 
 log = logging.getLogger("grpo_fast.rewards.guard")
 
@@ -256,7 +258,6 @@ class Batch:
 
 def last_batch(funcs: Sequence[Any]) -> Batch | None:
     """The batch every guarded reward scored last (None before the first step)."""
-    from grpo_fast.rewards.base import transcript
 
     guards = [f for f in funcs if isinstance(f, GuardedReward) and f.last is not None]
     if not guards:
@@ -277,8 +278,6 @@ def guard_stats(funcs: Sequence[Any]) -> dict[str, dict[str, Any]]:
 
 
 def _is_async(fn: Any) -> bool:
-    import functools
-
     while isinstance(fn, functools.partial):
         fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from grpo_fast.rewards.base import against_column, bound, completion_texts, factory, words
+from grpo_fast.rewards.answers import words
+from grpo_fast.rewards.base import against_column, bound, completion_texts, factory
 
 
 class _Counter:

@@ -22,16 +22,8 @@ import threading
 import time
 from typing import Any
 
-from grpo_fast.rewards.base import (
-    MAX_ANSWER_CHARS,
-    answer_texts,
-    column,
-    count_tag,
-    extract_final_answer,
-    parse_number,
-    reward_meta,
-    user_text,
-)
+from grpo_fast.rewards.answers import MAX_ANSWER_CHARS, count_tag, extract_final_answer, parse_number
+from grpo_fast.rewards.base import answer_texts, column, reward_meta, user_text
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from grpo_fast.errors import UserError
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.code import code_execution_reward
 from grpo_fast.rewards.correctness import make_fuzzy_match_reward, make_rouge_reward
@@ -144,7 +145,6 @@ PRESETS.update(
 
 def get_preset(name: str) -> RewardSet:
     """Preset by name: math_reasoning/math, code_generation/code, summarization, qa."""
-    from grpo_fast.errors import UserError
 
     key = name.lower().removesuffix("_rewards")
     if key not in PRESETS:

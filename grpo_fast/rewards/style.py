@@ -11,18 +11,8 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
-from grpo_fast.rewards.base import (
-    against_column,
-    bound,
-    completion_texts,
-    extract_tag,
-    factory,
-    ngrams,
-    normalize_answer,
-    prompt_text,
-    reward_meta,
-    words,
-)
+from grpo_fast.rewards.answers import extract_tag, ngrams, normalize_answer, words
+from grpo_fast.rewards.base import against_column, bound, completion_texts, factory, prompt_text, reward_meta
 from grpo_fast.rewards.base import column as get_column
 
 _STEP_RE = re.compile(

@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from grpo_fast import make_callable, rundir
-from grpo_fast.config import HealthSettings
+from grpo_fast.config import HealthSettings, RewardSpec
 from grpo_fast.errors import UserError
+from grpo_fast.recipes import get_recipe
+from grpo_fast.rewards.registry import resolve_rewards
 from grpo_fast.watch.alarms import Rules
 from grpo_fast.watch.remedies import NOTES, REMEDIES
 from grpo_fast.watch.signals import HealthEvent, RewardScale
@@ -170,12 +173,7 @@ class HealthMonitor(TrainerCallback):
 
 def _print(text: str) -> None:
     """Print above a tqdm progress bar without breaking it."""
-    try:
-        from tqdm.auto import tqdm
-
-        tqdm.write(text, file=sys.stderr)
-    except ImportError:  # pragma: no cover
-        print(text, file=sys.stderr, flush=True)
+    tqdm.write(text, file=sys.stderr)
 
 
 def read_events(run_dir: str | Path) -> list[dict]:
@@ -292,9 +290,6 @@ def _scale(config: dict, source: Path) -> RewardScale:
     """The reward's range from the run's config, when its rewards can be built here; else unknown."""
     if not config:
         return RewardScale()
-    from grpo_fast.config import RewardSpec
-    from grpo_fast.recipes import get_recipe
-    from grpo_fast.rewards.registry import resolve_rewards
 
     try:
         recipe = get_recipe(str(config.get("recipe", "demo")))

@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,6 @@ def load_failure(name: str) -> str | None:
     """Installed is not enough (a broken install fails on import): build the tracker's transformers callback in a
     fresh interpreter, so that nothing it fixes at import (trackio's directory) is fixed in this process.
     None when it loads, else the error's last line."""
-    import subprocess
-    import tempfile
 
     code = f"from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK as c\nc[{name!r}]()"
     with tempfile.TemporaryDirectory() as scratch:
