@@ -1,7 +1,7 @@
 """Record the health corpus: real runs on the embedded model, healthy and broken on purpose, logged metrics only.
 
 Each run is ``grpo-fast train`` in a fresh interpreter, from the config written to
-``benchmarks/health_corpus/<name>/run.yaml``; its ``metrics.jsonl`` (TRL's per-step log) and a few lines of
+``tests/watch/health_corpus/<name>/run.yaml``; its ``metrics.jsonl`` (TRL's per-step log) and a few lines of
 its ``summary.json`` are copied next to that config. ``labels.json`` says, for each broken run, the alarm
 kinds that should fire (any one of them counts) and the step by which a user would want to know.
 ``benchmarks/health_eval.py`` replays the corpus through the current monitor.
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-CORPUS = Path(__file__).resolve().parent / "health_corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "watch" / "health_corpus"
 REWARDS = "../../health_rewards.py"
-"""benchmarks/health_rewards.py, relative to a run's run.yaml (the kit resolves reward paths from the config)."""
+"""tests/watch/health_rewards.py, relative to a run's run.yaml (the kit resolves reward paths from the config)."""
 
 SHORT_RECIPE = {"max_steps": 10, "max_completion_length": 128, "num_generations": 4,
                 "per_device_train_batch_size": 4, "evaluate": False}

@@ -19,7 +19,7 @@ from pathlib import Path
 import grpo_fast
 from grpo_fast.run.resolve import parse_overrides
 
-CORPUS = Path(__file__).resolve().parent / "health_corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "watch" / "health_corpus"
 
 
 def main() -> int:

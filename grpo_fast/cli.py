@@ -184,7 +184,7 @@ EXAMPLES = {
   grpo-fast report runs/demo-20261203-101500         then open runs/demo-20261203-101500/report.html""",
     "health": """examples:
   grpo-fast health runs/demo-20261203-101500         the run's alarms, replayed with the current rules
-  grpo-fast health benchmarks/health_corpus/clipped --on-alarm stop
+  grpo-fast health tests/watch/health_corpus/clipped --on-alarm stop
   grpo-fast health outputs/checkpoint-500/trainer_state.json   any TRL GRPO run""",
     "check": """examples:
   grpo-fast rewards check math_reasoning             a preset on its recipe's sample rows

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # shared helpers: tiny models, pinned wheels, ...
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402

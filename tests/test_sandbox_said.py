@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from test_report import make_run
+from report_runs import make_run
 
 from grpo_fast import rundir
 from grpo_fast.sandbox import LEVELS, remaining_threats, weaker_than

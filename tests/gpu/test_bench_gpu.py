@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gpu.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
 
 
 def _bench():

@@ -110,6 +110,6 @@ def test_cispo_without_epsilon_high_is_said_once_with_its_fix():
     assert len(cispo) == 1 and "epsilon_high: 5.0" in cispo[0] and "0.2" in cispo[0]
     assert not [n for n in resolve_config("demo", ["loss_type=cispo", "epsilon_high=5.0"]).notes if "cispo" in n]
     assert not [n for n in resolve_config("demo", ["loss_type=dapo"]).notes if "cispo" in n]
-    recipe = Path(__file__).resolve().parent.parent / "recipes" / "tool_math_short_warmup.yaml"
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "tool_math_short_warmup.yaml"
     staged = [n for n in resolve_config(str(recipe), ["loss_type=cispo"]).notes if "cispo" in n]
     assert staged and all(n.startswith("stage grpo:") for n in staged)  # the SFT warm-up has no GRPO loss

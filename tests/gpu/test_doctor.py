@@ -91,7 +91,7 @@ def test_real_doctor_command():
 def test_gpu_benchmark_exits_cleanly_without_cuda():
     from pathlib import Path
 
-    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gpu.py"
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
     proc = subprocess.run([sys.executable, str(bench), "--steps", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "no CUDA: nothing to measure" in proc.stdout
 
@@ -100,7 +100,7 @@ def test_gpu_benchmark_random_model_has_the_real_architecture():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gpu.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
     spec = importlib.util.spec_from_file_location("bench_gpu", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -19,7 +19,7 @@ import pytest
 
 from grpo_fast.doctor import _parse_requirements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SMOKE = ('SMOKE = True\nMAX_STEPS = 1\nINSTALL = False\nEXPORT_FORMAT = "adapter"\n'
          'EXPORT_GGUF = False\nEXTRA = {{"max_completion_length": 8, "max_prompt_tokens": 2048}}\n{model}')

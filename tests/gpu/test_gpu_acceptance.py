@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_acceptance.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_acceptance.py"
 
 
 @pytest.mark.slow

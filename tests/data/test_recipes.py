@@ -20,7 +20,7 @@ from grpo_fast.run.prepare import prepare
 from grpo_fast.run.resolve import PROFILES, resolve_config
 from grpo_fast.train import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("math", "code", "qa", "summarization")
 PRESET_REWARDS = {
     "math": ["math_accuracy_reward", "soft_xml_format_reward", "xml_count_reward", "reasoning_steps_reward"],

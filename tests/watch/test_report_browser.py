@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from test_report import make_run
+from report_runs import make_run
 
 from grpo_fast import rundir
 from grpo_fast.watch.report import write_report

@@ -1,4 +1,4 @@
-"""`grpo-fast health` / ``grpo_fast.health``: recorded runs (benchmarks/health_corpus) replayed by the current rules."""
+"""`grpo-fast health` / ``grpo_fast.health``: the recorded runs beside this file replayed by the current rules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import grpo_fast
 from grpo_fast import cli
 from grpo_fast.errors import UserError
 
-CORPUS = Path(__file__).resolve().parent.parent / "benchmarks" / "health_corpus"
+CORPUS = Path(__file__).resolve().parent / "health_corpus"
 LABELS = json.loads((CORPUS / "labels.json").read_text())
 RECORDED = {p.parent.name for p in CORPUS.glob("*/metrics.jsonl")}
 

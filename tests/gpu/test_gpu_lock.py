@@ -18,7 +18,7 @@ from pinned import resolve_gpu_set
 
 from grpo_fast import doctor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.network
 
 # The GPU lock as it stood before this audit (commit 1fbaa15), with its base.

@@ -5,15 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
 
 import grpo_fast.rewards as R
 from grpo_fast.config import RunConfig
 from grpo_fast.recipes import recipe_for_preset
-
-try:
-    from tests.tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
-except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from tiny import tiny_grpo_trainer, tiny_model, tiny_tokenizer
 
 pytest.importorskip("trl")
 

@@ -21,7 +21,7 @@ from grpo_fast.rewards.thinking import ThinkingView, split_thinking, thinking_vi
 from grpo_fast.run.prepare import prepare
 from grpo_fast.run.resolve import resolve_config
 
-CORPUS = Path(__file__).resolve().parent.parent / "benchmarks" / "health_corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "watch" / "health_corpus"
 
 
 @pytest.fixture(scope="module")

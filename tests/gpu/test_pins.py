@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pinned import resolve_gpu_set
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pins(name: str) -> dict[str, str]:

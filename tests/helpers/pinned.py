@@ -86,7 +86,7 @@ def resolve_gpu_set() -> list[dict]:
     the GPU set's torch==2.13.0). The report's ``install`` list: every package with its metadata. Once a session."""
     import tempfile
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
