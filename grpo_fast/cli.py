@@ -1,22 +1,26 @@
-"""The ``grpo-fast`` command: a thin shell over the Python API of the same names."""
+"""The ``grpo-fast`` command: a thin shell over the Python API of the same names.
+
+Each subcommand imports its module when it runs (the imports marked "CLI dispatch"), so `grpo-fast --help` and
+a mistyped command answer at once instead of after the whole kit has loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Any
 
-from grpo_fast import quiet_libraries
+from grpo_fast.entry import quiet_libraries
 from grpo_fast.errors import UserError
 
 
 def describe_keys(include_grpo: bool = True) -> str:
     """Every key with its type, default and help: the text of ``grpo-fast train --help-config``."""
-    from dataclasses import MISSING, fields
+    from pydantic import BaseModel  # noqa: PLC0415  # CLI dispatch: `grpo-fast --help` stays fast
 
-    from pydantic import BaseModel
-
-    from grpo_fast.config import HealthSettings, RewardSpec, RunConfig, grpo_args
+    from grpo_fast.config import HealthSettings, RewardSpec, RunConfig, grpo_args  # noqa: PLC0415  # CLI dispatch
 
     lines = []
     for title, model, prefix in (("grpo_fast keys (YAML top level)", RunConfig, ""),
@@ -45,23 +49,21 @@ def describe_keys(include_grpo: bool = True) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from grpo_fast.run.prepare import prepare
-    from grpo_fast.run.resolve import resolve_config
-    from grpo_fast.train import run_of, train
+    from grpo_fast.run.prepare import prepare  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.run.resolve import resolve_config  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.train import run_of, train  # noqa: PLC0415  # CLI dispatch
 
     if args.help_config:
         print(describe_keys())
         return 0
     if (args.num_processes or 1) > 1 or args.accelerate_config:
-        from grpo_fast.scale import launch
+        from grpo_fast.scale import launch  # noqa: PLC0415  # CLI dispatch
 
         rest = ([args.target] if args.target else []) + args.overrides
         rest += [flag for flag, on in (("--force", args.force), ("--dry-run", args.dry_run)) if on]
         return launch(rest, args.num_processes or 1, args.accelerate_config)
     target = args.target
     if args.resume and not target:
-        from pathlib import Path
-
         target = str(run_of(Path(args.resume)) / "config.yaml")
     cfg = resolve_config(target, args.overrides)
     if args.dry_run:
@@ -72,7 +74,7 @@ def _train(args: argparse.Namespace) -> int:
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
     run = train(cfg, force=args.force, resume=args.resume, verbose=args.verbose)
-    from grpo_fast.rundir import is_main_process
+    from grpo_fast.rundir import is_main_process  # noqa: PLC0415  # CLI dispatch
 
     if is_main_process():
         print(run.describe())
@@ -80,9 +82,9 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from grpo_fast.models import gpu_memory_gb, model_source
-    from grpo_fast.models.plan import estimate, plan_input, propose
-    from grpo_fast.run.resolve import resolve_config
+    from grpo_fast.models import gpu_memory_gb, model_source  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.models.plan import estimate, plan_input, propose  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.run.resolve import resolve_config  # noqa: PLC0415  # CLI dispatch
 
     cfg = resolve_config(args.target, args.overrides)
     card = args.card_gb or gpu_memory_gb()
@@ -102,12 +104,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _rewards_check(args: argparse.Namespace) -> int:
-    from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset
-    from grpo_fast.rewards.check import audit_gold, audit_line, run_check
-    from grpo_fast.rewards.presets import PRESETS
-    from grpo_fast.run.prepare import prepare, run_rewards
-    from grpo_fast.run.programs import own_programs
-    from grpo_fast.run.resolve import resolve_config
+    from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.rewards.check import audit_gold, audit_line, run_check  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.rewards.presets import PRESETS  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.run.prepare import prepare, run_rewards  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.run.programs import own_programs  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.run.resolve import resolve_config  # noqa: PLC0415  # CLI dispatch
 
     key = args.target.lower().removesuffix("_rewards")
     if key in PRESETS and args.target not in NAMES:
@@ -142,22 +144,22 @@ def _rewards_check(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from grpo_fast.evaluate import evaluate_run, format_table
+    from grpo_fast.evaluate import evaluate_run, format_table  # noqa: PLC0415  # CLI dispatch
 
     print(format_table(evaluate_run(args.run_dir, k=args.k, reuse_base=not args.fresh_base)["comparison"]))
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from grpo_fast.watch.report import write_report
+    from grpo_fast.watch.report import write_report  # noqa: PLC0415  # CLI dispatch
 
     print(write_report(args.run_dir))
     return 0
 
 
 def _health(args: argparse.Namespace) -> int:
-    from grpo_fast.run.resolve import parse_overrides
-    from grpo_fast.watch.health import health
+    from grpo_fast.run.resolve import parse_overrides  # noqa: PLC0415  # CLI dispatch
+    from grpo_fast.watch.health import health  # noqa: PLC0415  # CLI dispatch
 
     replay = health(args.run, on_alarm=args.on_alarm, **parse_overrides(args.thresholds))
     print(replay.text())
@@ -229,7 +231,7 @@ class KitParser(argparse.ArgumentParser):
 
 
 def _recipes(args: argparse.Namespace) -> int:
-    from grpo_fast.recipes import all_recipes
+    from grpo_fast.recipes import all_recipes  # noqa: PLC0415  # CLI dispatch
 
     for recipe in all_recipes():
         rewards = ", ".join(f"{n} x{w:g}" for n, w in zip(recipe.rewards.names, recipe.rewards.weights))
@@ -302,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     recipes = sub.add_parser("recipes", help="list the recipes: what each trains, its rewards and judge")
     recipes.set_defaults(func=_recipes)
 
-    from grpo_fast import doctor, export, infer
+    from grpo_fast import doctor, export, infer  # noqa: PLC0415  # CLI dispatch
 
     for module in (export, infer, doctor):
         module.add_parser(sub)

@@ -152,7 +152,7 @@ class GuardedReward:
             print(f"WARNING reward '{self.__name__}' failed on a sample, scored None: {problem}\n"
                   f"  completion: {sample}{more}", file=sys.stderr, flush=True)
         if self.log_dir is not None:
-            from grpo_fast import rundir
+            from grpo_fast import files as rundir
 
             self.log_dir.mkdir(parents=True, exist_ok=True)
             columns = {k: _text(v[i], 120) for k, v in kwargs.items()

@@ -25,8 +25,9 @@ from typing import Any
 from pydantic import ValidationError
 from transformers import TrainerCallback
 
-from grpo_fast import make_callable, rundir
+from grpo_fast import rundir
 from grpo_fast.config import HealthSettings
+from grpo_fast.entry import make_callable
 from grpo_fast.errors import UserError
 from grpo_fast.watch.alarms import NOTES, REMEDIES, HealthEvent, RewardScale, Rules
 from grpo_fast.watch.judge import no_correct
