@@ -171,7 +171,7 @@ def greedy_vllm(trainer: Any, rows: list[dict], tokens: int) -> list[list[int]]:
 def server_trainer(recipe: str, extra: list[str], threads: int, run_dir: Path) -> Any:
     """vLLM's OpenAI server (CPU build, bf16) and a kit trainer in server mode by adapter talking to it."""
     from grpo_fast.models import resolve_model_path
-    from grpo_fast.models.gpu import vllm_cpu_environment
+    from grpo_fast.models.vllm_colocate import vllm_cpu_environment
     from grpo_fast.models.vllm_server import local_server
 
     vllm_cpu_environment()

@@ -66,7 +66,7 @@ def finished(run: Path, evaluated: bool = False) -> bool:
 
 def grpo_steps(run: Path) -> list[dict]:
     """A kit run's logged GRPO steps (metrics.jsonl; an SFT warm-up's steps log no reward)."""
-    from grpo_fast.rundir import read_jsonl
+    from grpo_fast.files import read_jsonl
 
     return [r for r in read_jsonl(run / "metrics.jsonl") if "reward" in r]
 
@@ -148,8 +148,8 @@ def curve(folder: Path, seed: int) -> list[dict]:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_fast.evaluate import generate
     from grpo_fast.models import resolve_model_path
+    from grpo_fast.models.completions import generate
     from grpo_fast.recipes import demo
 
     rows = demo.holdout(SimpleNamespace(eval_rows=103, seed=seed), demo.make_rows(seed=seed))

@@ -56,8 +56,8 @@ AUTO_GOAL = 1.05
 
 def kit_run(model: str, steps: int, extra: list[str]) -> list[float]:
     """The kit's own path: resolve_config -> train (checks, loader, callbacks, speed-ups, artifacts)."""
+    from grpo_fast.files import read_jsonl
     from grpo_fast.run.resolve import resolve_config
-    from grpo_fast.rundir import read_jsonl
     from grpo_fast.train import train
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,19 +1,23 @@
-"""The ``grpo-fast`` command: a thin shell over the Python API of the same names."""
+"""The ``grpo-fast`` command: a thin shell over the Python API of the same names.
+
+Each subcommand imports its module when it runs (the imports marked "CLI dispatch"), so `grpo-fast --help` and
+a mistyped command answer at once instead of after the whole kit has loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Any
 
-from grpo_fast import quiet_libraries
+from grpo_fast.entry import quiet_libraries
 from grpo_fast.errors import UserError
 
 
 def describe_keys(include_grpo: bool = True) -> str:
     """Every key with its type, default and help: the text of ``grpo-fast train --help-config``."""
-    from dataclasses import MISSING, fields
-
     from pydantic import BaseModel
 
     from grpo_fast.config import HealthSettings, RewardSpec, RunConfig, grpo_args
@@ -60,8 +64,6 @@ def _train(args: argparse.Namespace) -> int:
         return launch(rest, args.num_processes or 1, args.accelerate_config)
     target = args.target
     if args.resume and not target:
-        from pathlib import Path
-
         target = str(run_of(Path(args.resume)) / "config.yaml")
     cfg = resolve_config(target, args.overrides)
     if args.dry_run:

@@ -15,10 +15,19 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from grpo_fast.models import cuda_stack
-from grpo_fast.rundir import installed_versions
+from rich.console import Console
+from rich.table import Table
+
+from grpo_fast.files import installed_versions
+from grpo_fast.models import cache_dir, cuda_stack
+from grpo_fast.models.cpu_choice import choose, cpu_class
+from grpo_fast.models.cpu_speed import busy_aware_threads
+from grpo_fast.models.plan import profile_for
+from grpo_fast.run.resolve import PROFILES
+from grpo_fast.sandbox import LEVELS, default_sandbox, isolation_level
 
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
 CORE = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
@@ -178,8 +187,6 @@ def known_problems(m: Machine, bf16_requested: bool = False) -> list[Check]:
 
 def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
     """Every row of the report, from the facts in ``m``."""
-    from grpo_fast.models.plan import profile_for
-
     rows = [Check("python", m.python, OK if sys.version_info >= (3, 10) else FAIL)]
     if m.cuda:
         rows.append(Check("gpu", f"{m.gpu_name}, {m.gpu_gb:.1f} GiB", OK,
@@ -255,9 +262,6 @@ def cuda_rows(m: Machine) -> list[Check]:
 
 def environment_rows() -> list[Check]:
     """Sandbox isolation and cache disk space (real, not simulated)."""
-    from grpo_fast.models import cache_dir
-    from grpo_fast.sandbox import LEVELS, default_sandbox, isolation_level
-
     rows = []
     try:
         level = isolation_level()
@@ -281,12 +285,6 @@ def environment_rows() -> list[Check]:
 
 def cpu_rows() -> list[Check]:
     """The CPU's class and what the ``cpu`` profile's ``auto`` settings choose on it (real: runs the cached probe)."""
-    from types import SimpleNamespace
-
-    from grpo_fast.models.cpu_choice import choose, cpu_class
-    from grpo_fast.models.cpu_speed import busy_aware_threads
-    from grpo_fast.run.resolve import PROFILES
-
     cls = cpu_class()
     rows = [Check("cpu", f"{cls.name}, {cls.capability}", INFO, cls.why)]
     profile = SimpleNamespace(**PROFILES["cpu"])
@@ -300,9 +298,6 @@ def blocking(rows: list[Check]) -> bool:
 
 
 def render(rows: list[Check]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     colors = {OK: "green", WARN: "yellow", FAIL: "bold red", INFO: "cyan"}
     table = Table(title="grpo-fast doctor", show_lines=False)
     for col in ("check", "value", "status", "note"):

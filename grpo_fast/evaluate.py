@@ -8,15 +8,33 @@ training set aside), evaluates the base model and the adapter side by side and w
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.util
+import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_fast import make_callable, rundir
+from grpo_fast import rundir
+from grpo_fast.config import RunConfig
+from grpo_fast.entry import make_callable, quiet_libraries
 from grpo_fast.errors import UserError
+from grpo_fast.files import read_json, write_json
+from grpo_fast.models import bf16_supported, cache_dir, resolve_model_path, weight_files
+from grpo_fast.models.completions import generate
+from grpo_fast.models.cpu_speed import merged_lora_generation, set_cpu_threads
+from grpo_fast.models.thinking import for_run
+from grpo_fast.recipes import get_recipe
 from grpo_fast.rewards import RewardSet, score_rows
 from grpo_fast.rewards.base import transcript
+from grpo_fast.rewards.thinking import folded
+from grpo_fast.run.prepare import run_rewards
+from grpo_fast.run.resolve import resolve_config
+from grpo_fast.tools import run_tools
+from grpo_fast.tools.chat import use_tool_template
 from grpo_fast.tools.loop import converse
 
 EVAL_FILE = rundir.EVAL_FILE
@@ -31,49 +49,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def _prompt_text(tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any] | None = None) -> str:
-    if isinstance(prompt, list):
-        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False,
-                                             **(chat_template_kwargs or {}))
-    return prompt
-
-
-def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, n: int = 1, greedy: bool = True,
-             max_new_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
-             batch_size: int = 16, chat_template_kwargs: dict[str, Any] | None = None) -> list[list[tuple[str, int]]]:
-    """``n`` completions per prompt as (text, token count), batched with left padding and the chat template
-    (``chat_template_kwargs``: the run's, e.g. its thinking mode)."""
-    import torch
-    from transformers import GenerationConfig
-
-    model_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    eos = model_eos if model_eos is not None else tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}  # as TRL samples
-    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, num_return_sequences=n,
-                              pad_token_id=pad, eos_token_id=eos, **sampling)
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    stops = set(eos if isinstance(eos, list) else [eos]) | {pad, tokenizer.eos_token_id}
-    out: list[list[tuple[str, int]]] = []
-    try:
-        for start in range(0, len(prompts), batch_size):
-            texts = [_prompt_text(tokenizer, p, chat_template_kwargs) for p in prompts[start:start + batch_size]]
-            batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-            with torch.no_grad():
-                ids = model.generate(**batch, generation_config=config)
-            new = ids[:, batch["input_ids"].shape[1]:].tolist()
-            for i in range(len(texts)):
-                group = []
-                for seq in new[i * n:(i + 1) * n]:
-                    length = next((j for j, t in enumerate(seq) if t in stops), len(seq))
-                    group.append((tokenizer.decode(seq[:length], skip_special_tokens=True), length))
-                out.append(group)
-    finally:
-        tokenizer.padding_side = side
-    return out
 
 
 def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSet, *, k: int = 4,
@@ -219,12 +194,8 @@ def load_for_eval(run: rundir.Run) -> tuple[Any, Any, Any]:
     LoRA runs load the base once and disable the adapter for the base side; full fine-tunes load the base model
     only when its view is entered (not at all when its evaluation is reused) and free it after.
     """
-    import contextlib
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grpo_fast.models import bf16_supported, resolve_model_path
 
     adapter = run.adapter
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -268,15 +239,6 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     """
     import torch
 
-    from grpo_fast import quiet_libraries
-    from grpo_fast.models.cpu_speed import merged_lora_generation, set_cpu_threads
-    from grpo_fast.models.thinking import for_run
-    from grpo_fast.recipes import get_recipe
-    from grpo_fast.run.prepare import run_rewards
-    from grpo_fast.run.resolve import resolve_config
-    from grpo_fast.tools import run_tools
-    from grpo_fast.tools.chat import use_tool_template
-
     quiet_libraries()
     run = rundir.Run.open(rundir.path_of(run_dir), adapter=True)
     cfg = resolve_config(str(run.path / rundir.CONFIG))
@@ -304,7 +266,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     if thinking.kwargs:
         settings["chat_template_kwargs"] = thinking.kwargs
     kept = base_evaluation_file(run, cfg, rows, settings, tokenizer, cfg.environment or recipe.environment)
-    reused = rundir.read_json(kept) if reuse_base and kept else None
+    reused = read_json(kept) if reuse_base and kept else None
     if reused and isinstance(reused.get("base"), dict):
         base = reused["base"]
         print(f"base model: the evaluation made for {reused['run']} is reused (same weights, rows, rewards and "
@@ -315,7 +277,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
             base = evaluate(base_model if base_model is not None else model, tokenizer, rows, rewards, **settings)
         try:
             if kept:
-                rundir.write_json(kept, {"run": str(run.path), "base": base})
+                write_json(kept, {"run": str(run.path), "base": base})
         except OSError:  # e.g. a read-only cache: nothing kept, nothing lost
             pass
     # after the base's pass, which runs with the adapter off
@@ -325,7 +287,6 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     if environment is not None:
         settings["environment"] = cfg.environment or recipe.environment
     if thinking.active:  # the thinking folded apart from the answer the judge read
-        from grpo_fast.rewards.thinking import folded
 
         for side in (base, trained):
             side["examples"] = [folded(e, str(e.get("completion") or ""), thinking.tags, thinking.opened)
@@ -335,11 +296,11 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         "settings": settings, "thinking": thinking.describe(), "base": base, "trained": trained,
         "comparison": compare(base, trained), **({"base_from": reused["run"]} if reused else {}),
     }
-    rundir.write_json(run.path / EVAL_FILE, result)
+    write_json(run.path / EVAL_FILE, result)
     return result
 
 
-def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: dict[str, Any], tokenizer: Any,
+def base_evaluation_file(run: rundir.Run, cfg: RunConfig, rows: list[dict], settings: dict[str, Any], tokenizer: Any,
                          environment: Any) -> Path | None:
     """Where the base model's evaluation under exactly these conditions is kept: in the kit's cache
     (``base_evals/``), named by a hash of everything the base's scores depend on and of nothing about training, so
@@ -347,14 +308,9 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
     rows, the recipe and rewards with the source of every module they name (the kit's own included), the generation
     settings, the tokenizer, the device and the library versions. None (nothing kept) where the weights cannot be
     fingerprinted, e.g. a hub model not in the local cache."""
-    import hashlib
-    import json
-
     import peft
     import torch
     import transformers
-
-    from grpo_fast.models import weight_files
 
     flat = cfg.to_dict()
     try:
@@ -372,7 +328,6 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
         "versions": [torch.__version__, transformers.__version__, peft.__version__, device],
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    from grpo_fast.models import cache_dir
 
     return cache_dir() / "base_evals" / f"{digest}.json"
 
@@ -380,10 +335,6 @@ def base_evaluation_file(run: rundir.Run, cfg: Any, rows: list[dict], settings: 
 def _sources(references: list[Any]) -> list[tuple[str, str]]:
     """A content hash of every Python file the references name (``file.py:name`` or ``module:name``), and of the
     kit's own source, so an edited reward or environment is never scored with another one's base results."""
-    import hashlib
-    import importlib.util
-    import re
-
     files = sorted(Path(__file__).resolve().parent.rglob("*.py"))
     for text in re.findall(r"([\w./-]+?)(\.py)?:\w+", " ".join(map(str, references))):
         name, is_file = text

@@ -10,6 +10,7 @@ numbers are then exactly base + adapter) and use bf16 (fp16 on pre-Ampere GPUs) 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -21,8 +22,11 @@ from typing import Any
 
 import yaml
 
-from grpo_fast import make_callable
+from grpo_fast.entry import make_callable, quiet_libraries
 from grpo_fast.errors import UserError
+from grpo_fast.models import cuda_available
+from grpo_fast.run.prepare import run_rewards
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.rundir import Run, path_of
 
 log = logging.getLogger("grpo_fast.export")
@@ -44,9 +48,6 @@ HUB_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]
 def _reward_lines(info: Run) -> list[str]:
     """The rewards the run really trained with: its config resolved as training resolved it."""
     try:
-        from grpo_fast.run.prepare import run_rewards
-        from grpo_fast.run.resolve import resolve_config
-
         rewards = run_rewards(resolve_config(str(info.path / "config.yaml")))
         names, weights = rewards.names, rewards.weights
     except Exception as err:  # a recipe that no longer imports must not block an export
@@ -129,8 +130,6 @@ def model_card(info: Run, fmt: str, extra: dict[str, Any] | None = None) -> str:
 def _torch_dtype(name: str) -> Any:
     import torch
 
-    from grpo_fast.models import cuda_available
-
     if name == "auto":
         if not cuda_available():
             return torch.float32
@@ -165,10 +164,6 @@ def _write_merged(info: Run, tmp: Path, dtype: str) -> str:
 
 
 def unsloth_gguf_ready() -> bool:
-    import importlib.util
-
-    from grpo_fast.models import cuda_available
-
     return importlib.util.find_spec("unsloth") is not None and cuda_available()
 
 
@@ -244,8 +239,6 @@ def export_run(run_dir: str | Path | Run, format: str = "merged", *, quant: str 
         grpo_fast.export(run, format="merged")                 # 16-bit model + model card, next to the run
         grpo_fast.export("runs/demo-...", format="adapter", out="my-adapter", push_to_hub="me/my-adapter")
     """
-    from grpo_fast import quiet_libraries
-
     quiet_libraries()
     if format not in FORMATS:
         raise UserError(f"unknown export format {format!r}", "--format", f"use one of: {', '.join(FORMATS)}")

@@ -11,15 +11,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from grpo_fast import rundir
 from grpo_fast.errors import UserError
+from grpo_fast.files import atomic_write
+from grpo_fast.models import cuda_available
+from grpo_fast.models.completions import generate
+from grpo_fast.models.gpu import vllm_engine_kwargs
 from grpo_fast.models.serving import Engine, adapter_rank, lora_request, select_engine
+from grpo_fast.models.vllm_colocate import vllm_cpu_environment
+from grpo_fast.recipes import get_recipe
 from grpo_fast.rewards.base import transcript
+from grpo_fast.run.resolve import resolve_config
 from grpo_fast.rundir import Run
-from grpo_fast.tools.loop import Episode
+from grpo_fast.tools import run_tools
+from grpo_fast.tools.chat import use_tool_template
+from grpo_fast.tools.loop import Episode, converse
 
 EXIT_WORDS = ("/exit", "/quit")
 
@@ -35,8 +46,6 @@ def unsloth_infer_kwargs(info: Run) -> dict[str, Any]:
 
 def system_prompt(info: Run) -> str | None:
     """The system prompt the run trained with: its recipe's (None for an unknown recipe)."""
-    from grpo_fast.recipes import get_recipe
-
     try:
         return get_recipe(info.recipe).system_prompt
     except UserError:
@@ -45,8 +54,6 @@ def system_prompt(info: Run) -> str | None:
 
 def run_environment(info: Run) -> tuple[Any, int]:
     """The environment class a run trained with (None without tools) and its limit of tool-call rounds."""
-    from grpo_fast.recipes import get_recipe
-
     try:
         recipe = get_recipe(info.recipe)
     except UserError:
@@ -54,9 +61,6 @@ def run_environment(info: Run) -> tuple[Any, int]:
     ref = info.config.get("environment") or recipe.environment
     if not ref or ref == "none":
         return None, 0
-    from grpo_fast import rundir
-    from grpo_fast.run.resolve import resolve_config
-    from grpo_fast.tools import run_tools
 
     return run_tools(resolve_config(str(info.path / rundir.CONFIG)), recipe)
 
@@ -88,8 +92,6 @@ class Generator:
         else:
             self._load_vllm()
         if self.environment is not None:
-            from grpo_fast.tools.chat import use_tool_template
-
             use_tool_template(self.tokenizer, str(info.config.get("model") or "the model"))
 
     # -- loading
@@ -97,8 +99,6 @@ class Generator:
         import torch
         from peft import PeftModel
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from grpo_fast.models import cuda_available
 
         kwargs: dict[str, Any] = {}
         if cuda_available():
@@ -119,9 +119,6 @@ class Generator:
 
     def _load_vllm(self) -> None:
         from transformers import AutoTokenizer
-
-        from grpo_fast.models import cuda_available
-        from grpo_fast.models.gpu import vllm_cpu_environment, vllm_engine_kwargs
 
         cpu = not cuda_available()
         if cpu:
@@ -156,8 +153,6 @@ class Generator:
         """Rendered prompts -> (reply, generated tokens), each reply cut at the end of its turn."""
         budget = max_new_tokens or self.max_new_tokens
         if self.engine.name == "transformers":
-            from grpo_fast.evaluate import generate
-
             return [group[0] for group in generate(self.model, self.tokenizer, texts, greedy=self.temperature <= 0,
                                                    temperature=self.temperature, top_p=self.top_p,
                                                    max_new_tokens=budget, batch_size=batch_size)]
@@ -173,8 +168,6 @@ class Generator:
     def converse(self, chats: list[list[dict[str, Any]]], envs: list[Any] | None = None) -> list[Episode]:
         """The tool loop over ``chats`` (system prompt already in them): one environment per chat, fresh unless
         ``envs`` gives them (a chat keeps its own across turns, as one episode keeps its interpreter)."""
-        from grpo_fast.tools.loop import converse
-
         return converse(lambda texts, budget: self.complete(texts, budget), self.tokenizer,
                         [{"prompt": c} for c in chats], self.environment, max_new_tokens=self.max_new_tokens,
                         max_iterations=self.max_tool_calls, envs=envs, chat_template_kwargs=self.chat_kwargs())
@@ -186,7 +179,6 @@ class Generator:
             out.write(text + "\n")
             out.flush()
             return text
-        import threading
 
         from transformers import TextIteratorStreamer
 
@@ -245,8 +237,6 @@ def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path
                   engine: str = "auto", max_new_tokens: int = 256, temperature: float = 0.0,
                   batch_size: int = 8) -> list[dict[str, Any]]:
     """Batch generation: one JSONL record per prompt (prompt, completion), written atomically to ``out``."""
-    from grpo_fast import rundir
-
     info = Run.open(run_dir, lora=True)
     prompts = read_prompts(prompts_file)
     gen = Generator(info, select_engine(engine), max_new_tokens=max_new_tokens, temperature=temperature)
@@ -259,7 +249,7 @@ def generate_file(run_dir: str | Path, prompts_file: str | Path, out: str | Path
         records = [{"prompt": p, "completion": c} for p, c in zip(prompts, gen.generate(chats, batch_size=batch_size))]
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if out:
-        rundir.atomic_write(Path(out).expanduser(), text)
+        atomic_write(Path(out).expanduser(), text)
     else:
         sys.stdout.write(text)
     return records

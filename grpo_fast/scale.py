@@ -10,6 +10,7 @@ WORLD_SIZE from the environment and shards the batch. Only rank 0 writes the run
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,7 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
+from grpo_fast import models
 from grpo_fast.errors import UserError
+from grpo_fast.models import gpu
+from grpo_fast.run.resolve import resolve_config
 
 ACCELERATE_DIR = Path(__file__).parent / "accelerate"
 ACCELERATE_CONFIGS = {"ddp": "ddp.yaml", "zero2": "zero2.yaml", "zero3": "zero3.yaml", "fsdp": "fsdp.yaml"}
@@ -59,8 +65,6 @@ def check_processes(num_processes: int, *, cuda_devices: int | None = None, cpus
 
 def distributed_type(path: Path) -> str:
     """The accelerate config's ``distributed_type`` (FSDP, DEEPSPEED, MULTI_GPU...), upper case; '' if unreadable."""
-    import yaml
-
     try:
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
@@ -82,10 +86,6 @@ def check_launch(path: Path, backend: str, use_vllm: bool) -> None:
 
 def launch_settings(argv_after_train: list[str]) -> tuple[str, bool, str]:
     """(backend, use_vllm, accelerate mixed precision) of the run the workers will train, from its config."""
-    from grpo_fast import models
-    from grpo_fast.models import gpu
-    from grpo_fast.run.resolve import resolve_config
-
     positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]
     overrides = [a for a in argv_after_train if not a.startswith("-") and "=" in a]
     cfg = resolve_config(positional[0] if positional else None, overrides)
@@ -111,8 +111,6 @@ def build_command(argv_after_train: list[str], num_processes: int, config: str |
     if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
         raise UserError("the accelerate command is not on PATH", "--accelerate-config", "pip install accelerate")
     if "zero" in path.name:
-        import importlib.util
-
         if importlib.util.find_spec("deepspeed") is None:
             raise UserError(f"{path.name} needs DeepSpeed, which is not installed", "--accelerate-config",
                             "pip install deepspeed, or use --accelerate-config ddp / fsdp")
@@ -122,8 +120,6 @@ def build_command(argv_after_train: list[str], num_processes: int, config: str |
 
 def pin_run_dir(argv_after_train: list[str]) -> list[str]:
     """Add ``run_dir=runs/<recipe>-<time>`` unless given: each worker would otherwise stamp its own time."""
-    import yaml
-
     if any(a.startswith("run_dir=") for a in argv_after_train):
         return list(argv_after_train)
     positional = [a for a in argv_after_train if not a.startswith("-") and "=" not in a]

@@ -17,14 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from safetensors import SafetensorError
 
-from grpo_fast import make_callable, models, rundir
+from grpo_fast import models, rundir
 from grpo_fast.config import RunConfig
+from grpo_fast.entry import make_callable, quiet_libraries
 from grpo_fast.errors import UserError
+from grpo_fast.evaluate import evaluate_run, format_table
+from grpo_fast.files import read_jsonl, read_yaml, write_json, write_jsonl, write_yaml
+from grpo_fast.models.completions import generate
+from grpo_fast.models.thinking import for_run
+from grpo_fast.rewards import score_rows
 from grpo_fast.run.prepare import Prepared, prepare
 from grpo_fast.run.resolve import resolve_config
 from grpo_fast.run.stages import run_stage
 from grpo_fast.tools.chat import use_tool_template
 from grpo_fast.watch import trackers
+from grpo_fast.watch.report import plot_rewards, write_report
 
 if TYPE_CHECKING:  # run.checkpoints imports transformers: it loads after resolve_config has imported Unsloth
     from grpo_fast.run.checkpoints import ResumePoint
@@ -48,8 +55,6 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
     The run directory is created only after every check passed; nothing in a resumed one changes before its
     checkpoint has loaded. Bad input raises ``UserError`` (what, where, how to fix).
     """
-    from grpo_fast import quiet_libraries
-
     quiet_libraries(verbose)
     if resume is not None and config is None:
         config = str(run_of(Path(resume)) / rundir.CONFIG)
@@ -62,7 +67,6 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
         cfg.run_dir = str(point.run_dir)
     preps = [prepare(stage.cfg, force=force) for stage in stages]  # every stage checked before any weights
     if staged:  # config.yaml records the thinking mode the stages found (chat and generate read it)
-        from grpo_fast.models.thinking import for_run
 
         for_run(cfg, preps[0].tokenizer)
     main = rundir.is_main_process()
@@ -132,15 +136,15 @@ def open_run_dir(cfg: RunConfig, prep: Prepared, point: ResumePoint | None) -> P
         return point.run_dir
     run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
     if rundir.is_main_process():
-        rundir.write_yaml(run_dir / rundir.CONFIG, cfg.to_dict())
-        rundir.write_json(run_dir / "versions.json", rundir.versions())
-        rundir.write_jsonl(run_dir / rundir.HELDOUT, prep.eval_rows)
+        write_yaml(run_dir / rundir.CONFIG, cfg.to_dict())
+        write_json(run_dir / "versions.json", rundir.versions())
+        write_jsonl(run_dir / rundir.HELDOUT, prep.eval_rows)
     return run_dir
 
 
 def check_resumable(cfg: RunConfig, run_dir: Path) -> None:
     """Refuse a checkpoint whose run used another model or training shape."""
-    saved = rundir.read_yaml(run_dir / rundir.CONFIG)
+    saved = read_yaml(run_dir / rundir.CONFIG)
     now = cfg.to_dict()
     diffs = [f"{k}: checkpoint {saved.get(k)!r}, now {now.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != now.get(k)]
     if diffs:
@@ -150,9 +154,6 @@ def check_resumable(cfg: RunConfig, run_dir: Path) -> None:
 
 def difficulty_filter(preps: list[Prepared], loaded: models.LoadedModel, k: int) -> None:
     """Sample k completions per prompt with the base model; drop prompts solved always or never (no signal)."""
-    from grpo_fast.evaluate import generate
-    from grpo_fast.rewards import score_rows
-
     prep = preps[0]
     rows, args, rewards = prep.train_rows, prep.cfg.args, prep.rewards
     groups = generate(loaded.model, loaded.tokenizer, [r["prompt"] for r in rows], n=k, greedy=False,
@@ -179,15 +180,13 @@ def difficulty_filter(preps: list[Prepared], loaded: models.LoadedModel, k: int)
 
 def reward_span(run_dir: Path) -> tuple[float, float]:
     """Mean total reward of the first 5 and the last 5 logged steps."""
-    rewards = [m["reward"] for m in rundir.read_jsonl(run_dir / "metrics.jsonl")
+    rewards = [m["reward"] for m in read_jsonl(run_dir / "metrics.jsonl")
                if m.get("reward") is not None and not math.isnan(m["reward"])]
     return sum(rewards[:5]) / max(1, len(rewards[:5])), sum(rewards[-5:]) / max(1, len(rewards[-5:]))
 
 
 def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary: dict[str, Any]) -> None:
     """The trained adapter (swapped in whole), the reward curve, then summary.json: the run is finished."""
-    from grpo_fast.watch.report import plot_rewards
-
     tmp, adapter = run_dir / ".adapter.tmp", run_dir / rundir.ADAPTER
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -198,9 +197,9 @@ def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary:
         tmp.replace(adapter)
     except WRITE_ERRORS as err:
         raise write_error(err, run_dir) from None
-    plot_rewards(rundir.read_jsonl(run_dir / "metrics.jsonl"), run_dir / "reward_curve.png",
+    plot_rewards(read_jsonl(run_dir / "metrics.jsonl"), run_dir / "reward_curve.png",
                  f"grpo_fast {cfg.recipe}: reward per step", summary["reward_max"])
-    rundir.write_json(run_dir / rundir.SUMMARY, summary)
+    write_json(run_dir / rundir.SUMMARY, summary)
 
 
 # What a failed write raises: OSError; torch.save's RuntimeError; safetensors' SafetensorError (an Exception).
@@ -242,9 +241,6 @@ def write_error(err: Exception, run_dir: Path) -> Exception:
 
 def finish_with_evaluation(run_dir: Path) -> None:
     """Base vs trained on the held-out rows (eval.json), then report.html; printed as a small table."""
-    from grpo_fast.evaluate import evaluate_run, format_table
-    from grpo_fast.watch.report import write_report
-
     evaluation = evaluate_run(run_dir)
     print("held-out evaluation, base vs trained:\n" + format_table(evaluation["comparison"]), flush=True)
     print(f"report: {write_report(run_dir)}", flush=True)

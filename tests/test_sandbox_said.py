@@ -11,7 +11,7 @@ import sys
 import pytest
 from report_runs import make_run
 
-from grpo_fast import rundir
+from grpo_fast.files import write_json
 from grpo_fast.sandbox import LEVELS, remaining_threats, weaker_than
 from grpo_fast.watch.report import write_report
 
@@ -62,7 +62,7 @@ def test_sandbox_min_level_is_checked_as_a_key(tmp_path) -> None:
 def test_the_report_says_what_a_program_could_reach(tmp_path) -> None:
     run = make_run(tmp_path / "run")
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
-    rundir.write_json(run / "summary.json", {**summary, "sandbox": {"level": "uid-drop", "threats": [
+    write_json(run / "summary.json", {**summary, "sandbox": {"level": "uid-drop", "threats": [
         "network: open", "host files: the world-readable ones readable"]}})
     page = write_report(run).read_text()
     assert "code sandbox: uid-drop" in page and "<li>network: open</li>" in page

@@ -143,7 +143,7 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
     from vllm import LLM
 
     from grpo_fast import infer
-    from grpo_fast.models import gpu
+    from grpo_fast.models import gpu, vllm_colocate
     from grpo_fast.rundir import Run
 
     built = {}
@@ -154,7 +154,7 @@ def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monke
                             gpu_memory_utilization):
             from transformers import AutoTokenizer
 
-            gpu.vllm_cpu_environment()
+            vllm_colocate.vllm_cpu_environment()
             llm = LLM(model=model_name, enable_lora=True, max_lora_rank=max_lora_rank, max_model_len=max_seq_length,
                       **gpu.VLLM_CPU_ENGINE_KWARGS)
             model = types.SimpleNamespace(vllm_engine=llm, fast_generate=llm.generate)  # as Unsloth sets it

@@ -35,7 +35,7 @@ def model_path() -> str:
 @pytest.fixture(scope="module")
 def server(model_path, tmp_path_factory):
     """The OpenAI server of vLLM's CPU build with runtime LoRA loading (fp32: the tolerance above); its URL."""
-    from grpo_fast.models.gpu import vllm_cpu_environment
+    from grpo_fast.models.vllm_colocate import vllm_cpu_environment
     from grpo_fast.models.vllm_server import group_alive, local_server
 
     vllm_cpu_environment()  # KV-cache size and thread binding, read by the server from the environment

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable
+from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 from typing import Annotated, Any
 
@@ -52,6 +53,18 @@ LIMIT_FIXES = {
     "max_completion_length": "give the longest completion in tokens, e.g. 256 (512+ for reasoning)",
     "temperature": "sample with a positive temperature, e.g. 1.0 (GRPO needs varied completions)",
 }
+# GRPOConfig fields whose defaults Unsloth rewrites when it patches TRL's config class (the ``replacements``
+# dicts in unsloth/models/rl.py, 2026.10.9), plus epsilon_high, which Unsloth sets to 0.28 when loss_type is
+# given explicitly as dapo. The kit passes each one explicitly (TRL's default unless the config sets it), so
+# one YAML trains the same on both backends. tests/test_contracts.py checks this list against the wheel.
+UNSLOTH_CHANGED_DEFAULTS = (
+    "logging_nan_inf_filter", "per_device_train_batch_size", "gradient_accumulation_steps", "weight_decay", "seed",
+    "optim", "learning_rate", "per_device_eval_batch_size", "eval_accumulation_steps", "torch_empty_cache_steps",
+    "logging_steps", "num_generations", "vllm_mode", "generation_kwargs", "bf16", "fp16", "report_to",
+    "include_tokens_per_second", "include_num_input_tokens_seen", "auto_find_batch_size", "dataloader_pin_memory",
+    "padding_free", "warmup_steps", "warmup_ratio", "loss_type", "beta", "vllm_importance_sampling_correction",
+    "router_aux_loss_coef", "mask_truncated_completions", "epsilon_high",
+)
 # Words of TRL's messages that point at a key without naming it.
 TRL_WORDS = {"num_generations": "generations per prompt", "bf16": "bf16"}
 # A fix to print beside TRL's own message when it names one of these keys.
@@ -124,6 +137,29 @@ def advice(grpo: dict[str, Any]) -> list[str]:
                      "and each update shrinks as much; set epsilon_high: 5.0, as TRL's documentation recommends "
                      "for CISPO")
     return notes
+
+
+def trainer_args(values: dict[str, Any], config_cls: Any = None) -> dict[str, Any]:
+    """The config class's arguments with every default Unsloth rewrites pinned explicitly.
+
+    A field the config does not set gets the TRL default, so Unsloth's patched defaults never apply and the
+    same YAML trains the same way on both backends. ``config_cls`` defaults to TRL's GRPOConfig.
+    """
+    if config_cls is None:
+        from trl import GRPOConfig as config_cls
+    declared = {f.name: f for f in dataclass_fields(config_cls) if f.init}
+    pinned: dict[str, Any] = {}
+    for name in UNSLOTH_CHANGED_DEFAULTS:
+        field = declared.get(name)
+        if field is None or name in values or name in ("seed", "output_dir"):
+            continue
+        if field.default is not MISSING:
+            pinned[name] = field.default
+        elif field.default_factory is not MISSING:
+            pinned[name] = field.default_factory()
+    if "epsilon_high" in pinned and pinned["epsilon_high"] is None and "epsilon" in declared:
+        pinned["epsilon_high"] = values.get("epsilon", declared["epsilon"].default)  # TRL's own resolution
+    return {**pinned, **values}
 
 
 def type_name(annotation: Any) -> str:

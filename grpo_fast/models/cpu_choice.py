@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.models.cpu_probe import ProbeShape, run_probe, shape_for
+from grpo_fast.models.embedded import cache_dir
 
 NO_NATIVE_BF16_ENV = "GRPO_FAST_CPU_NO_NATIVE_BF16"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 /proc/cpuinfo flags; Arm's is "bf16"
@@ -127,8 +129,6 @@ def probe_key(cls: CpuClass, shape: ProbeShape) -> str:
 def bf16_probe(cls: CpuClass, shape: ProbeShape | None = None, cache: Path | None = None) -> dict[str, Any]:
     """The probe's result for this machine and training-pass shape: from the cache, else measured once and
     stored (``cached`` says which). Answers of older probe versions have other keys: never read."""
-    from grpo_fast.models import cache_dir
-
     shape = shape or ProbeShape()
     path = (cache or cache_dir()) / PROBE_FILE
     key = probe_key(cls, shape)
@@ -163,7 +163,7 @@ def bf16_training_choice(cls: CpuClass, bf16_speed: float) -> tuple[bool, str]:
     return True, f"{cls.why}; training-pass probe {measured}"
 
 
-def choose(cfg: Any, cls: CpuClass | None = None, threads: int | None = None, cuda: bool = False) -> list[Choice]:
+def choose(cfg: RunConfig, cls: CpuClass | None = None, threads: int | None = None, cuda: bool = False) -> list[Choice]:
     """The speed-ups for a run: each key's value (``auto`` resolved) and why. ``threads``: the count
     ``cpu_threads: auto`` picked (sampled once by the caller). ``cuda``: the CPU-only keys do not apply, and keys
     left off are not listed."""

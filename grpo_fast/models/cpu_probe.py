@@ -20,6 +20,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from grpo_fast.config import RunConfig
+from grpo_fast.models.embedded import EMBEDDED, EMBEDDED_NAME, model_source
+
 # SmolLM2-135M, the embedded model
 EMBEDDED_DIMS = {"hidden": 576, "intermediate": 1536, "heads": 9, "kv_heads": 3, "head_dim": 64, "layers": 30,
                  "vocab": 49152}
@@ -63,8 +66,6 @@ class ProbeShape:
 
 def model_dims(model: str | None) -> dict[str, int]:
     """The run model's layer shapes, from its config where it is readable offline; else the embedded model's."""
-    from grpo_fast.models import EMBEDDED, EMBEDDED_NAME, model_source
-
     if model in (None, "", EMBEDDED, EMBEDDED_NAME):
         return EMBEDDED_DIMS
     try:
@@ -80,7 +81,7 @@ def model_dims(model: str | None) -> dict[str, int]:
         return EMBEDDED_DIMS
 
 
-def shape_for(cfg: Any) -> ProbeShape:
+def shape_for(cfg: RunConfig) -> ProbeShape:
     """The probe shape of a run config: its model, LoRA, micro-batch and whether the prompt is shared (keys it
     lacks take the demo's values: ``grpo-fast doctor`` passes the ``cpu`` profile alone)."""
     args = getattr(cfg, "args", None)

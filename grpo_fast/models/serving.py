@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.errors import UserError
+from grpo_fast.models import machine
+from grpo_fast.models.machine import VLLM_CPU_ENV
 
 ENGINES = ("auto", "transformers", "vllm", "unsloth")
 
@@ -31,14 +33,12 @@ def select_engine(requested: str = "auto", *, cuda: bool | None = None, vllm: bo
 
     ``vllm_cpu``: the ``GRPO_FAST_VLLM_CPU=1`` opt-in lets the vllm engine run on a CPU with vLLM's CPU build.
     """
-    from grpo_fast.models import VLLM_CPU_ENV, cuda_available, unsloth_importable, vllm_cpu_opted_in
-
     if requested not in ENGINES:
         raise UserError(f"unknown engine {requested!r}", "--engine", f"use one of: {', '.join(ENGINES)}")
-    cuda = cuda_available() if cuda is None else cuda
+    cuda = machine.cuda_available() if cuda is None else cuda
     vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
-    unsloth = unsloth_importable() if unsloth is None else unsloth
-    vllm_cpu = vllm_cpu_opted_in() if vllm_cpu is None else vllm_cpu
+    unsloth = machine.unsloth_importable() if unsloth is None else unsloth
+    vllm_cpu = machine.vllm_cpu_opted_in() if vllm_cpu is None else vllm_cpu
     if requested == "transformers":
         return Engine("transformers", "asked for")
     if requested == "vllm" and not cuda and vllm and vllm_cpu:

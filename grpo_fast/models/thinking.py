@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.rewards import RewardSet
 from grpo_fast.rewards.base import THINK_TAGS
@@ -109,7 +110,7 @@ def thinking_mode(setting: str, tokenizer: Any, tags: tuple[str, str] = THINK_TA
     return ThinkingMode(True, opens(prompt_tail(tokenizer, **kwargs), tags), kwargs, tags, why)
 
 
-def for_run(cfg: Any, tokenizer: Any) -> ThinkingMode:
+def for_run(cfg: RunConfig, tokenizer: Any) -> ThinkingMode:
     """The config's mode on its tokenizer, put into its GRPO arguments (``chat_template_kwargs``, and room to
     think in ``max_completion_length`` unless the user chose one); each change said once in the run's report."""
     user = cfg.grpo.get("chat_template_kwargs")

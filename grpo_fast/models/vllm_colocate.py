@@ -1,5 +1,8 @@
 """Colocated vLLM on CPU at vLLM's own speed: packed weights, packed again after each weight sync.
 
+``prepare_vllm_on_cpu`` readies TRL's colocated engine for vLLM's CPU build (an opt-in correctness check:
+``GRPO_FAST_VLLM_CPU=1``): its environment, eager mode, the packed dtype, and plain weights kept beside packed ones.
+
 When a model loads, vLLM's CPU build hands each linear layer's weight to ``dispatch_cpu_unquantized_gemm``
 (``process_weights_after_loading``), which packs it for its oneDNN or AMX (sgl-kernel) GEMM and drops the plain
 weight. TRL's colocate sync writes the new weights into the plain parameters (``model.load_weights``), so it would
@@ -18,19 +21,31 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from grpo_fast.config import RunConfig
+from grpo_fast.models import machine
+from grpo_fast.models.cpu_choice import cpu_class
+
 FILE = "vllm_colocate_sync.jsonl"
+VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def vllm_cpu_environment() -> None:
+    """vLLM's CPU build reads its KV-cache size and thread binding from the environment (not set_num_threads)."""
+    for key, value in VLLM_CPU_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
 
 
 def packed_dtype() -> str:
     """bf16 where the CPU computes it natively (AVX512-BF16/AMX: vLLM's fastest CPU kernels), fp32 elsewhere
     (emulated bf16 is several times slower than fp32: models/cpu_choice.py)."""
-    from grpo_fast.models.cpu_choice import cpu_class
-
     return "bfloat16" if cpu_class().native_bf16 else "float32"
 
 
@@ -48,6 +63,24 @@ def keep_plain_weights() -> None:
     keep._grpo_fast = True  # type: ignore[attr-defined]
     keep.original = dispatch  # type: ignore[attr-defined]
     utils.dispatch_cpu_unquantized_gemm = keep
+
+
+def prepare_vllm_on_cpu() -> None:
+    """Make TRL's colocated vLLM engine start on CPU: KV-cache size, threads, engine arguments, and weights that
+    stay packed for vLLM's CPU kernels across TRL's syncs. Never used on CUDA.
+
+    TRL builds the engine itself and has no option for ``enforce_eager``/``dtype``, so its ``LLM`` is wrapped
+    to add them: eager mode, bf16 where the CPU has it natively (fp32 elsewhere).
+    """
+    vllm_cpu_environment()
+    keep_plain_weights()
+    from trl.generation import vllm_generation
+
+    if getattr(vllm_generation.LLM, "_grpo_fast_cpu", False):
+        return
+    wrapped = functools.partial(vllm_generation.LLM, enforce_eager=True, dtype=packed_dtype())
+    wrapped._grpo_fast_cpu = True  # type: ignore[attr-defined]
+    vllm_generation.LLM = wrapped
 
 
 def pack_layers(model: Any, names: set[str] | None = None) -> int:
@@ -76,22 +109,18 @@ def pack_layers(model: Any, names: set[str] | None = None) -> int:
     return len(wanted)
 
 
-def colocated_on_cpu(cfg: Any) -> bool:
+def colocated_on_cpu(cfg: RunConfig) -> bool:
     """Colocate mode on a machine without CUDA."""
-    from grpo_fast.models import cuda_available
-
-    return bool(cfg.args.use_vllm and cfg.args.vllm_mode == "colocate" and not cuda_available())
+    return bool(cfg.args.use_vllm and cfg.args.vllm_mode == "colocate" and not machine.cuda_available())
 
 
 @contextlib.contextmanager
-def packed_colocate(cfg: Any, run_dir: Path) -> Iterator[None]:
+def packed_colocate(cfg: RunConfig, run_dir: Path) -> Iterator[None]:
     """While a GRPOTrainer is built: its colocated vLLM on CPU re-packs after each sync (colocate on CPU only)."""
     if not colocated_on_cpu(cfg):
         yield
         return
     from trl.trainer import grpo_trainer
-
-    from grpo_fast.models.gpu import prepare_vllm_on_cpu
 
     prepare_vllm_on_cpu()  # each stage's own config decides (generation: auto may turn vLLM on for one stage only)
 

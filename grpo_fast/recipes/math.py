@@ -8,8 +8,8 @@ shipped GSM8K-style and MATH-style samples are used together. Rewards: ``MATH_RE
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, chat, load, map_rows, text
 from grpo_fast.rewards import MATH_REASONING_REWARDS as PRESET
@@ -61,7 +61,7 @@ def map_row(raw: dict) -> dict:
     return {"prompt": chat(SYSTEM_PROMPT, question), "answer": gold_answer(raw)}
 
 
-def rows(cfg: Any) -> list[dict]:
+def rows(cfg: RunConfig) -> list[dict]:
     return map_rows(load(cfg, SAMPLES), map_row, HINT)
 
 

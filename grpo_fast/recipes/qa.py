@@ -9,8 +9,8 @@ for the citation reward. Offline default: the shipped knowledge-base CSV plus th
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import Missing, chat, load, map_rows, need, text
 from grpo_fast.rewards import QA_REWARDS as PRESET
@@ -56,7 +56,7 @@ def map_row(raw: dict) -> dict | None:
     return {"prompt": chat(SYSTEM_PROMPT, user), "answer": answers, "context": context, "source": source}
 
 
-def rows(cfg: Any) -> list[dict]:
+def rows(cfg: RunConfig) -> list[dict]:
     return [r for r in map_rows(load(cfg, SAMPLES), map_row, HINT) if r is not None]
 
 

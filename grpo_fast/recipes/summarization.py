@@ -7,8 +7,7 @@ sentence per line; they are joined into one paragraph. Offline default: the ship
 
 from __future__ import annotations
 
-from typing import Any
-
+from grpo_fast.config import RunConfig
 from grpo_fast.recipes import Recipe
 from grpo_fast.recipes.common import chat, load, map_rows, text
 from grpo_fast.rewards import SUMMARIZATION_REWARDS as PRESET
@@ -34,7 +33,7 @@ def map_row(raw: dict) -> dict:
     return {"prompt": chat(SYSTEM_PROMPT, f"Article:\n{document}"), "document": document, "summary": summary}
 
 
-def rows(cfg: Any) -> list[dict]:
+def rows(cfg: RunConfig) -> list[dict]:
     return map_rows(load(cfg, SAMPLES), map_row, HINT)
 
 

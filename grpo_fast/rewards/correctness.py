@@ -14,7 +14,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from rapidfuzz import fuzz
-from rouge_score import rouge_scorer
 
 from grpo_fast.rewards.answers import (
     MAX_ANSWER_CHARS,
@@ -249,6 +248,8 @@ def make_rouge_reward(column: str = "summary", kind: str = "rougeL", name: str |
 @functools.cache
 def _rouge_scorer(kind: str) -> Any:
     """rouge-score loads when a summarization run scores, not when the presets are defined."""
+    from rouge_score import rouge_scorer
+
 
     return rouge_scorer.RougeScorer([kind], use_stemmer=True)
 

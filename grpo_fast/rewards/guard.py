@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_fast import files
 from grpo_fast.errors import UserError
 from grpo_fast.rewards.base import transcript
 
@@ -154,12 +155,10 @@ class GuardedReward:
             print(f"WARNING reward '{self.__name__}' failed on a sample, scored None: {problem}\n"
                   f"  completion: {sample}{more}", file=sys.stderr, flush=True)
         if self.log_dir is not None:
-            from grpo_fast import rundir
-
             self.log_dir.mkdir(parents=True, exist_ok=True)
             columns = {k: _text(v[i], 120) for k, v in kwargs.items()
                        if k not in _SHARED_KWARGS and k != "completion_ids" and _is_column(v, len(completions))}
-            rundir.append_jsonl(self.log_dir / FAILURES_FILE, {
+            files.append_jsonl(self.log_dir / FAILURES_FILE, {
                 "reward": self.__name__, "error": problem, "prompt": _text(prompts[i], 300),
                 "completion": _text(completions[i], 500), "columns": columns,
                 "step": getattr(kwargs.get("trainer_state"), "global_step", None),

@@ -6,10 +6,20 @@ import math
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from tqdm.auto import tqdm
+from transformers import TrainerCallback  # noqa: TID253  # subclassed here: this module loads after Unsloth
+from transformers.trainer_callback import PrinterCallback, ProgressCallback  # noqa: TID253
 
 from grpo_fast import rundir
+from grpo_fast.config import RunConfig
+from grpo_fast.errors import UserError
+from grpo_fast.files import append_jsonl, write_json
+from grpo_fast.models import gpu_memory_gb, model_source
+from grpo_fast.models.plan import compare, estimate, measured_peak_gb, plan_input
+from grpo_fast.rewards.base import user_text
+from grpo_fast.rewards.guard import last_batch, tripped
+from grpo_fast.rewards.thinking import folded
+from grpo_fast.run.checkpoints import truncate_step_logs  # noqa: TID253  # both load transformers
 
 
 class RunLogger(TrainerCallback):
@@ -39,10 +49,6 @@ class RunLogger(TrainerCallback):
         trainer.remove_callback(PrinterCallback)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from tqdm.auto import tqdm
-
-        from grpo_fast.run.checkpoints import truncate_step_logs
-
         if state.is_world_process_zero and self.resume_step is not None:
             # Only now, with the checkpoint loaded, does the resumed run take over the run directory.
             truncate_step_logs(self.run_dir, self.resume_step)
@@ -67,13 +73,13 @@ class RunLogger(TrainerCallback):
         step = self.step_offset + state.global_step
         record = {"step": step, **({"stage": self.stage} if self.stage else {}),
                   **{k: _clean(v) for k, v in logs.items()}}
-        rundir.append_jsonl(self.run_dir / "metrics.jsonl", record)
+        append_jsonl(self.run_dir / "metrics.jsonl", record)
         if self.bar is not None and "reward" in logs:
             self.bar.set_postfix(reward=f"{logs['reward']:.2f}", std=f"{logs.get('reward_std', 0):.2f}")
         if state.global_step % self.sample_every == 0 or state.global_step == 1:
             samples = self.samples(step)
             for sample in samples:
-                rundir.append_jsonl(self.run_dir / "samples.jsonl", sample)
+                append_jsonl(self.run_dir / "samples.jsonl", sample)
             self.show(step, samples)
 
     def show(self, step: int, samples: list[dict]) -> None:
@@ -94,9 +100,6 @@ class RunLogger(TrainerCallback):
     def samples(self, step: int) -> list[dict]:
         """The last few completions the rewards scored, with each reward's score; the prompt is the question
         (the last user message: the system prompt is shown once in the report, not per sample)."""
-        from grpo_fast.rewards.base import user_text
-        from grpo_fast.rewards.guard import last_batch
-
         batch = last_batch(getattr(self.trainer, "reward_funcs", []))
         if batch is None:
             return []
@@ -105,8 +108,6 @@ class RunLogger(TrainerCallback):
                 "rewards": {name: _clean(values[i]) for name, values in batch.scores.items()}}
                for i in range(max(0, n - self.n_samples), n)]
         if self.thinking is not None and self.thinking.active:
-            from grpo_fast.rewards.thinking import folded
-
             out = [folded(s, s["completion"], self.thinking.tags, self.thinking.opened) for s in out]
         return out
 
@@ -132,8 +133,6 @@ class AdaptiveWeights(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         import torch
 
-        from grpo_fast.rewards.guard import last_batch
-
         batch = last_batch(getattr(self.trainer, "reward_funcs", []))
         if batch is None or batch.number == self.seen:
             return  # a batch is learned from once, however many optimizer steps it feeds
@@ -155,12 +154,8 @@ class MemoryCheck(TrainerCallback):
         self.plan, self.run_dir, self.after_step = plan, Path(run_dir), after_step
 
     @classmethod
-    def for_run(cls, cfg: Any, run_dir: Path) -> MemoryCheck | None:
+    def for_run(cls, cfg: RunConfig, run_dir: Path) -> MemoryCheck | None:
         """On CUDA only (None elsewhere, or when the model's shape is unknown without the network)."""
-        from grpo_fast.errors import UserError
-        from grpo_fast.models import gpu_memory_gb, model_source
-        from grpo_fast.models.plan import estimate, plan_input
-
         card = gpu_memory_gb()
         if card is None:
             return None
@@ -170,14 +165,12 @@ class MemoryCheck(TrainerCallback):
             return None
 
     def on_step_end(self, args, state, control, **kwargs):
-        from grpo_fast.models.plan import compare, measured_peak_gb
-
         measured = measured_peak_gb()
         if state.global_step != self.after_step or measured is None or not state.is_world_process_zero:
             return
         error = compare(self.plan, measured)
-        rundir.write_json(self.run_dir / "memory.json", {"estimate_gb": self.plan.allocated_gb,
-                                                          "measured_gb": measured, "relative_error": error})
+        write_json(self.run_dir / "memory.json", {"estimate_gb": self.plan.allocated_gb,
+                                                  "measured_gb": measured, "relative_error": error})
         print(f"memory: planned {self.plan.allocated_gb:.1f} GiB, measured peak {measured:.1f} GiB "
               f"({error:+.0%})", flush=True)
 
@@ -190,8 +183,6 @@ class StopOnRewardFailure(TrainerCallback):
         self.funcs = funcs
 
     def on_step_end(self, args, state, control, **kwargs):
-        from grpo_fast.rewards.guard import tripped
-
         if tripped(self.funcs) is not None:
             control.should_save = True
             control.should_training_stop = True

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback  # noqa: TID253  # subclassed here: this module loads after Unsloth
 
 from grpo_fast import rundir
 from grpo_fast.errors import UserError
+from grpo_fast.files import read_json, read_jsonl, write_json, write_jsonl
 
 CHECKPOINTS = "checkpoints"
 STAGES = "stages"
@@ -44,12 +45,12 @@ def write_manifest(checkpoint: Path) -> None:
         size = path.stat().st_size
         files[str(path.relative_to(checkpoint))] = {"size": size,
                                                     "sha256": _sha256(path) if size <= HASH_LIMIT else None}
-    rundir.write_json(checkpoint / MANIFEST, {"step": step_of(checkpoint), "files": files})
+    write_json(checkpoint / MANIFEST, {"step": step_of(checkpoint), "files": files})
 
 
 def problem(checkpoint: Path) -> str | None:
     """Why ``checkpoint`` cannot be resumed from, or None when every recorded file is whole."""
-    manifest = rundir.read_json(checkpoint / MANIFEST)
+    manifest = read_json(checkpoint / MANIFEST)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         return f"no {MANIFEST} (the save did not finish)"
     for name, meta in manifest["files"].items():
@@ -60,7 +61,7 @@ def problem(checkpoint: Path) -> str | None:
             return f"{name} has {path.stat().st_size} bytes, {meta.get('size')} were written"
         if meta.get("sha256") and _sha256(path) != meta["sha256"]:
             return f"{name} is damaged (checksum differs)"
-    state = rundir.read_json(checkpoint / "trainer_state.json")
+    state = read_json(checkpoint / "trainer_state.json")
     if not isinstance(state, dict) or state.get("global_step") != step_of(checkpoint):
         return "trainer_state.json is missing or names another step"
     return None
@@ -110,7 +111,7 @@ def mark_stage_done(run_dir: Path, stage: str, steps: int, model: Any) -> None:
     """Save the stage's final weights and mark it done: a resume starts the next stage from them."""
     folder = stage_dir(run_dir, stage)
     model.save_pretrained(str(folder / "weights"))
-    rundir.write_json(folder / STAGE_DONE, {"stage": stage, "steps": steps})
+    write_json(folder / STAGE_DONE, {"stage": stage, "steps": steps})
 
 
 @dataclass
@@ -154,7 +155,7 @@ def resume_point(path: str | Path, stages: list[str] | None = None) -> ResumePoi
     offset, weights = 0, None
     for index, name in enumerate(names):
         folder = output_dir(path, name)
-        done = rundir.read_json(stage_dir(path, name) / STAGE_DONE) if name else None
+        done = read_json(stage_dir(path, name) / STAGE_DONE) if name else None
         if chosen is not None:
             if chosen.parent != folder:
                 offset += int(done.get("steps", 0)) if isinstance(done, dict) else 0
@@ -180,4 +181,4 @@ def truncate_step_logs(run_dir: Path, step: int) -> None:
     for name in STEP_LOGS:
         path = Path(run_dir) / name
         if path.exists():
-            rundir.write_jsonl(path, [r for r in rundir.read_jsonl(path) if r.get("step", 0) <= step])
+            write_jsonl(path, [r for r in read_jsonl(path) if r.get("step", 0) <= step])

@@ -22,6 +22,8 @@ import random
 import sys
 from typing import Any
 
+from grpo_fast.errors import UserError
+
 MAX_EXTRA = 1.0
 """Cap on extra generation per step: at most this many times the batch's groups are generated again (1.0: a
 step generates at most twice its batch)."""
@@ -136,8 +138,6 @@ def install(trainer: Any, max_extra: float = MAX_EXTRA) -> DynamicSampler:
     """Wrap ``trainer._generate_and_score_completions`` with dynamic sampling (single process only: TRL spreads
     a group's completions over processes, so one process cannot tell a uniform group from its share)."""
     if trainer.accelerator.num_processes > 1:
-        from grpo_fast.errors import UserError
-
         raise UserError(f"dynamic_sampling needs one process; this run has {trainer.accelerator.num_processes} "
                         "(TRL splits a group's completions across processes)", "config key 'dynamic_sampling'",
                         "set dynamic_sampling: false for multi-GPU runs")

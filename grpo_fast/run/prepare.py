@@ -13,10 +13,12 @@ from grpo_fast import data, models
 from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 from grpo_fast.models import generation, gpu
+from grpo_fast.models.plan import estimate, plan_input
 from grpo_fast.models.thinking import ThinkingMode, for_run
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import GoldAudit, audit_gold
+from grpo_fast.sandbox import default_sandbox, weaker_than
 from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
 from grpo_fast.watch import trackers
@@ -122,7 +124,6 @@ def sandbox_check(cfg: RunConfig, rewards: RewardSet, tools: list[dict] | None,
     tool_names = {s["function"]["name"] for s in tools or []}
     if not any(n.startswith("code_execution") for n in rewards.names) and "python" not in tool_names:
         return None
-    from grpo_fast.sandbox import default_sandbox, weaker_than
 
     box = default_sandbox()
     level, threats = box.level(), box.threats()
@@ -172,8 +173,6 @@ def holdout_size(cfg: RunConfig, n_rows: int, report: list[str]) -> int:
 
 def memory_line(cfg: RunConfig, prompt_tokens: int) -> str:
     """One line for the pre-training report: the planner's peak estimate against this machine."""
-    from grpo_fast.models.plan import estimate, plan_input
-
     card = models.gpu_memory_gb()
     try:
         plan = estimate(plan_input(cfg, models.model_source(cfg.model), card, prompt_tokens))

@@ -17,8 +17,8 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.data import jsonl_objects
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import Recipe
@@ -103,7 +103,7 @@ def beside(dataset: str | None) -> Path | None:
     return sidecar if path.is_file() and sidecar.is_file() else None
 
 
-def own_programs(recipe: Recipe, cfg: Any, rewards: RewardSet, path: str | None) -> OwnPrograms | None:
+def own_programs(recipe: Recipe, cfg: RunConfig, rewards: RewardSet, path: str | None) -> OwnPrograms | None:
     """The programs file for ``rewards check``: ``path`` (``--programs``), else one beside the dataset, else None."""
     found = beside(cfg.dataset) if path is None and recipe.sources is not None else None
     if path is None and found is None:

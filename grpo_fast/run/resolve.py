@@ -12,10 +12,12 @@ from typing import Any
 import yaml
 
 from grpo_fast import models
-from grpo_fast.config import RunConfig, build_config, path_text
+from grpo_fast.config import RunConfig, build_config
 from grpo_fast.config.grpo_args import advice
+from grpo_fast.config.locations import path_text
 from grpo_fast.errors import UserError
 from grpo_fast.models.plan import profile_for
+from grpo_fast.recipes import get_recipe
 
 # GRPOConfig values the kit chooses over TRL's defaults, for every run.
 KIT_DEFAULTS: dict[str, Any] = {
@@ -129,8 +131,6 @@ def resolve_config(target: str | RunConfig | None = None,
 
     ``overrides``: ``key=value`` strings (command line) or a mapping (Python API).
     """
-    from grpo_fast.recipes import get_recipe
-
     cli = parse_overrides(overrides) if isinstance(overrides, list) else dict(overrides or {})
     file_values: dict[str, Any] = {}
     lines: dict[str, str] | str = {}

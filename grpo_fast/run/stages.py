@@ -7,14 +7,20 @@ continues at the right stage and step.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_fast.config import Stage
-from grpo_fast.models import LoadedModel
+from grpo_fast.config import RunConfig, Stage
+from grpo_fast.models import LoadedModel, vllm_colocate, vllm_server
+from grpo_fast.models.cpu_choice import choose, cpu_class
+from grpo_fast.models.cpu_speed import apply_speedups, autocast_training_pass, set_cpu_threads
+from grpo_fast.rewards.combine import AdaptiveRewardScaler
+from grpo_fast.rewards.guard import guard_rewards, tripped
 from grpo_fast.run import dynamic_sampling
 from grpo_fast.run.prepare import Prepared
+from grpo_fast.tools import environment_class
 from grpo_fast.watch import trackers
 
 if TYPE_CHECKING:
@@ -43,12 +49,8 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from grpo_fast.models import vllm_colocate, vllm_server
-    from grpo_fast.models.cpu_speed import apply_speedups
-    from grpo_fast.rewards.guard import guard_rewards
-    from grpo_fast.run import checkpoints  # imports transformers: only once Unsloth had its chance to load first
+    from grpo_fast.run import checkpoints
     from grpo_fast.run.callbacks import StopOnRewardFailure
-    from grpo_fast.tools import environment_class
 
     output_dir = checkpoints.output_dir(run_dir, stage)
     args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
@@ -75,8 +77,6 @@ def run_stage(stage: Stage, prep: Prepared, loaded: LoadedModel, run_dir: Path, 
               checkpoint: Path | None = None, resume_step: int | None = None) -> StageResult:
     """Train one stage; ``checkpoint`` resumes it, ``resume_step`` trims the logs once that has loaded."""
     from grpo_fast.models.vllm_sync import sync_check
-    from grpo_fast.rewards.combine import AdaptiveRewardScaler
-    from grpo_fast.rewards.guard import tripped
     from grpo_fast.run import checkpoints
     from grpo_fast.run.callbacks import AdaptiveWeights, MemoryCheck, RunLogger
     from grpo_fast.watch.health import HealthMonitor
@@ -115,8 +115,6 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, logger: RunLo
     """Supervised steps on (prompt, gold answer) pairs to prime the format; returns the steps taken. A recipe's
     ``demonstration`` gives whole completions instead (tool calls and their replies), shown with the tools' schemas
     in the prompt as the GRPO stage will show them."""
-    import json
-
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -144,7 +142,7 @@ def sft_warmup(prep: Prepared, loaded: LoadedModel, out_dir: Path, logger: RunLo
     return trainer.state.global_step
 
 
-def warmup_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
+def warmup_speedups(trainer: Any, cfg: RunConfig) -> dict[str, Any]:
     """The CPU threads and bf16 training pass the GRPO stage gets, for the warm-up's SFT trainer too (what was
     chosen, by key). Without them it ran fp32 on torch's default threads: on 2 shared cores a warm-up step of 4
     gold replies took 55-170 s, a GRPO step of 4 completions 25 s (benchmarks/bench_recipes.py, qa)."""
@@ -152,8 +150,6 @@ def warmup_speedups(trainer: Any, cfg: Any) -> dict[str, Any]:
 
     if torch.cuda.is_available():
         return {}
-    from grpo_fast.models.cpu_choice import choose, cpu_class
-    from grpo_fast.models.cpu_speed import autocast_training_pass, set_cpu_threads
 
     threads = set_cpu_threads(cfg)
     chosen = {c.key: c.value for c in choose(cfg, cls=cpu_class(), threads=threads)}

@@ -24,10 +24,11 @@ from typing import Any
 
 from pydantic import ValidationError
 from tqdm.auto import tqdm
-from transformers import TrainerCallback
+from transformers import TrainerCallback  # noqa: TID253  # subclassed here: this module loads after Unsloth
 
-from grpo_fast import make_callable, rundir
+from grpo_fast import files, rundir
 from grpo_fast.config import HealthSettings, RewardSpec
+from grpo_fast.entry import make_callable
 from grpo_fast.errors import UserError
 from grpo_fast.recipes import get_recipe
 from grpo_fast.rewards.registry import resolve_rewards
@@ -157,7 +158,7 @@ class HealthMonitor(TrainerCallback):
             _print(event.text())
         if self.run_dir is not None and self._main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            rundir.append_jsonl(self.run_dir / HEALTH_FILE, asdict(event))
+            files.append_jsonl(self.run_dir / HEALTH_FILE, asdict(event))
         return True
 
     def summary(self) -> dict[str, Any]:
@@ -178,7 +179,7 @@ def _print(text: str) -> None:
 
 def read_events(run_dir: str | Path) -> list[dict]:
     """The health events of a run directory (empty when none were raised)."""
-    return rundir.read_jsonl(Path(run_dir) / HEALTH_FILE)
+    return files.read_jsonl(Path(run_dir) / HEALTH_FILE)
 
 
 # --------------------------------------------------------------------------- replay
@@ -254,7 +255,7 @@ def _read_trace(path: Path) -> tuple[Path, list[dict], dict]:
     fix = "pass metrics.jsonl (one JSON object per line) or trainer_state.json (with log_history)"
     try:
         if path.suffix == ".jsonl":
-            entries = rundir.read_jsonl(path)  # a line torn by a crash is skipped
+            entries = files.read_jsonl(path)  # a line torn by a crash is skipped
             if not entries and path.read_text().strip():
                 raise UserError(f"{path} is not a metrics log (no line is a JSON object)", str(path), fix)
         else:
@@ -279,7 +280,7 @@ def _config(folder: Path) -> dict:
         for name in (rundir.CONFIG, "run.yaml"):
             if (place / name).is_file():
                 try:
-                    data = rundir.read_yaml(place / name)
+                    data = files.read_yaml(place / name)
                 except Exception:  # a config that does not parse: replay without the reward range
                     return {}
                 return {**data, "_base": str(place)} if isinstance(data, dict) else {}

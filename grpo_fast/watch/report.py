@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from grpo_fast import rundir
+from grpo_fast import files, rundir
 from grpo_fast.watch.completions import answers_html, completion_html
 from grpo_fast.watch.completions import escape as _e
 from grpo_fast.watch.remedies import NOTES
@@ -109,7 +109,7 @@ def plot_rewards(metrics: list[dict], path: Path, title: str, reward_max: float 
     keys = ("reward", *sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
     png = render_plot(PlotSpec("rewards", title, "mean reward per completion", keys), metrics, reward_max=reward_max)
     if png:
-        rundir.atomic_write(path, png)
+        files.atomic_write(path, png)
 
 
 def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = (),
@@ -315,9 +315,9 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     """
     run = rundir.Run.open(rundir.path_of(run_dir))
     run_dir = run.path
-    metrics = rundir.read_jsonl(run_dir / "metrics.jsonl")
-    events = rundir.read_jsonl(run_dir / "health.jsonl")
-    samples = rundir.read_jsonl(run_dir / "samples.jsonl")
+    metrics = files.read_jsonl(run_dir / "metrics.jsonl")
+    events = files.read_jsonl(run_dir / "health.jsonl")
+    samples = files.read_jsonl(run_dir / "samples.jsonl")
     summary, evaluation, config = run.summary, run.evaluation, run.config
     reward_max = (summary or {}).get("reward_max")
 
@@ -326,7 +326,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
         png = render_plot(spec, metrics, events, reward_max=reward_max)
         if png is None:
             continue
-        rundir.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
+        files.atomic_write(run_dir / PLOTS_DIR / f"{spec.name}.png", png)
         data = base64.b64encode(png).decode("ascii")
         caption = "".join(_alarm_caption(group) for group in _by_kind(warnings_on(spec.name, events)))
         images.append(f'<div class="curve"><img alt="{_e(spec.title)}" src="data:image/png;base64,{data}">'
@@ -352,7 +352,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
                  else '<p class="muted">No metrics logged yet.</p>')
     parts.append(answers_html(evaluation, _table))
 
-    failures = rundir.read_jsonl(run_dir / "reward_failures.jsonl")
+    failures = files.read_jsonl(run_dir / "reward_failures.jsonl")
     if failures:
         counts: dict[str, int] = {}
         for f in failures:
@@ -385,5 +385,5 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
                      + _e(yaml.safe_dump(config, sort_keys=False, allow_unicode=True)) + "</pre></details>")
     parts.append("</body></html>\n")
     path = run_dir / REPORT_FILE
-    rundir.atomic_write(path, "".join(parts))
+    files.atomic_write(path, "".join(parts))
     return path

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from grpo_fast.config import RunConfig
 from grpo_fast.errors import UserError
 
 PROJECT = "grpo_fast"
@@ -26,12 +27,12 @@ INSTALL = {
 }
 
 
-def requested(cfg: Any) -> list[str]:
+def requested(cfg: RunConfig) -> list[str]:
     """The trackers a config reports to (TRL normalises ``report_to`` to a list; "all" is expanded by it)."""
     return [str(name) for name in (cfg.args.report_to or []) if name != "none"]
 
 
-def check(cfg: Any) -> None:
+def check(cfg: RunConfig) -> None:
     """Every requested tracker is known to transformers and installed here, or one message saying how."""
     from transformers.integrations import get_available_reporting_integrations
     from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
@@ -66,7 +67,7 @@ def load_failure(name: str) -> str | None:
     return None if proc.returncode == 0 else (lines[-1] if lines else f"exit code {proc.returncode}")
 
 
-def point_at(run_dir: Path, stage: str | None, cfg: Any) -> dict[str, Any]:
+def point_at(run_dir: Path, stage: str | None, cfg: RunConfig) -> dict[str, Any]:
     """Send the trackers' files under ``run_dir`` (environment for the transformers callbacks) and return the
     GRPOConfig changes that name the project and the run."""
     names = requested(cfg)
@@ -79,7 +80,7 @@ def point_at(run_dir: Path, stage: str | None, cfg: Any) -> dict[str, Any]:
     return changes
 
 
-def where(cfg: Any, run_dir: Path) -> dict[str, str]:
+def where(cfg: RunConfig, run_dir: Path) -> dict[str, str]:
     """For the end-of-run summary: each tracker's files and the command that opens them."""
     names = requested(cfg)
     out = {}

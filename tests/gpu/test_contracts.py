@@ -17,6 +17,7 @@ import pytest
 from pinned import PinnedWheel, calls_in, class_fields, find_def, named_params
 
 from grpo_fast import export, infer
+from grpo_fast.config import grpo_args
 from grpo_fast.models import gpu
 from grpo_fast.run.resolve import resolve_config
 from grpo_fast.rundir import Run
@@ -143,8 +144,8 @@ def test_every_default_unsloth_rewrites_is_pinned_by_the_kit(unsloth, tiny_model
     assert {"gradient_accumulation_steps", "weight_decay", "warmup_steps", "optim"} <= rewritten  # parsed right
     fields = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
     relevant = rewritten & fields - {"output_dir"}  # the kit always passes output_dir
-    assert relevant <= set(gpu.UNSLOTH_CHANGED_DEFAULTS), relevant - set(gpu.UNSLOTH_CHANGED_DEFAULTS)
-    args = gpu.trainer_args(dict(_cfg(tiny_model_dir).grpo), GRPOConfig)
+    assert relevant <= set(grpo_args.UNSLOTH_CHANGED_DEFAULTS), relevant - set(grpo_args.UNSLOTH_CHANGED_DEFAULTS)
+    args = grpo_args.trainer_args(dict(_cfg(tiny_model_dir).grpo), GRPOConfig)
     assert relevant - {"seed", "output_dir"} <= set(args)  # seed and output_dir: build_trainer passes them
     assert "epsilon_high = 0.28" in unsloth.text("unsloth/models/rl.py")  # why epsilon_high is pinned too
 

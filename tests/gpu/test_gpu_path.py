@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from grpo_fast import models
+from grpo_fast.config import grpo_args
 from grpo_fast.errors import UserError
 from grpo_fast.models import gpu
 from grpo_fast.models.plan import plan_input
@@ -28,7 +29,7 @@ def _cfg(tiny_model_dir, *overrides):
 
 def test_vllm_lora_rank_outside_the_whitelist_is_refused_at_config_time(tiny_model_dir, monkeypatch):
     monkeypatch.setenv(models.VLLM_CPU_ENV, "1")  # use_vllm accepted on this CPU, so the rank is what fails
-    monkeypatch.setattr(models, "vllm_cpu_opted_in", lambda: True)
+    monkeypatch.setattr(models.machine, "vllm_cpu_opted_in", lambda: True)
     cfg = _cfg(tiny_model_dir, "use_vllm=true", "lora_r=24")
     with pytest.raises(UserError) as err:
         prepare(cfg)
@@ -58,9 +59,9 @@ def test_every_default_unsloth_rewrites_is_passed_explicitly_and_equals_trl(tiny
     from trl import GRPOConfig
 
     cfg = _cfg(tiny_model_dir)
-    args = gpu.trainer_args(dict(cfg.grpo), GRPOConfig)
+    args = grpo_args.trainer_args(dict(cfg.grpo), GRPOConfig)
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    changed = set(gpu.UNSLOTH_CHANGED_DEFAULTS) & fields - {"seed"}
+    changed = set(grpo_args.UNSLOTH_CHANGED_DEFAULTS) & fields - {"seed"}
     assert changed <= set(args), changed - set(args)
     # on plain TRL the pins change nothing: the same config object either way
     pinned = GRPOConfig(output_dir="x", seed=1, **args)
@@ -68,7 +69,7 @@ def test_every_default_unsloth_rewrites_is_passed_explicitly_and_equals_trl(tiny
     same = fields - {"epsilon_high"}  # None in TRL's config; its trainer reads None as epsilon, the value pinned
     assert {f: getattr(pinned, f) for f in same} == {f: getattr(plain, f) for f in same}
     # the values a user set win over the pins; Unsloth's values are not what TRL defaults to
-    assert gpu.trainer_args({"weight_decay": 0.1}, GRPOConfig)["weight_decay"] == 0.1
+    assert grpo_args.trainer_args({"weight_decay": 0.1}, GRPOConfig)["weight_decay"] == 0.1
     assert args["gradient_accumulation_steps"] == 1 and args["weight_decay"] == 0.0 and args["warmup_steps"] == 0
     assert plain.epsilon_high is None and args["epsilon_high"] == plain.epsilon  # not Unsloth's explicit-dapo 0.28
     assert args["mask_truncated_completions"] is False and args["vllm_importance_sampling_correction"] is True
@@ -81,7 +82,7 @@ def test_one_vllm_memory_share_reaches_trl_unsloth_and_the_planner(tiny_model_di
     from trl import GRPOConfig
 
     cfg = _cfg(tiny_model_dir, "vllm_gpu_memory_utilization=0.45")
-    assert GRPOConfig(output_dir="x", **gpu.trainer_args(dict(cfg.grpo))).vllm_gpu_memory_utilization == 0.45
+    assert GRPOConfig(output_dir="x", **grpo_args.trainer_args(dict(cfg.grpo))).vllm_gpu_memory_utilization == 0.45
     assert gpu.unsloth_load_kwargs(cfg, "m")["gpu_memory_utilization"] == 0.45
     assert plan_input(cfg, str(tiny_model_dir), 24.0).vllm_gpu_memory_utilization == 0.45
     default = _cfg(tiny_model_dir)
@@ -156,7 +157,7 @@ def test_vllm_server_mode_without_lora_on_cpu_is_refused_before_any_weights(tiny
     """A full fine-tune reaches a vLLM server only through TRL 1.14.2's NCCL weight push (VLLMClient.init_communicator
     raises NotImplementedError for a non-CUDA device): on CPU the run would load the model, then fail at the first
     step. A LoRA run syncs the server by adapter (no NCCL), so it passes the check (tests_vllm runs it for real)."""
-    monkeypatch.setattr(models, "vllm_cpu_opted_in", lambda: True)
+    monkeypatch.setattr(models.machine, "vllm_cpu_opted_in", lambda: True)
     with pytest.raises(UserError) as err:
         prepare(_cfg(tiny_model_dir, "use_vllm=true", "vllm_mode=server", "lora=false"))
     assert "vllm_mode: server with lora: false needs CUDA" in str(err.value) and "command line" in str(err.value)

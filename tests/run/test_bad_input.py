@@ -116,7 +116,7 @@ def test_dry_run_of_the_embedded_model_converts_nothing(tmp_path, monkeypatch, c
         raise AssertionError("a dry run must not convert the embedded model")
 
     monkeypatch.setenv("GRPO_FAST_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "embedded_model_dir", boom)
+    monkeypatch.setattr(models.embedded, "embedded_model_dir", boom)
     monkeypatch.chdir(tmp_path)
     assert main(["train", "demo", "--dry-run"]) == 0, capsys.readouterr().err
     assert "dry run: every check passed" in capsys.readouterr().out

@@ -9,7 +9,9 @@ import pytest
 
 from grpo_fast import rundir
 from grpo_fast.errors import UserError
-from grpo_fast.evaluate import EVAL_FILE, compare, evaluate, evaluate_run, format_table, generate, pass_at_k
+from grpo_fast.evaluate import EVAL_FILE, compare, evaluate, evaluate_run, format_table, pass_at_k
+from grpo_fast.files import write_jsonl, write_yaml
+from grpo_fast.models.completions import generate
 from grpo_fast.recipes import demo
 from grpo_fast.rewards import RewardSet
 from grpo_fast.rewards.base import reward_meta
@@ -105,9 +107,9 @@ def test_evaluate_run_writes_eval_json(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4",
                                   "cpu_threads=1"])
-    rundir.write_yaml(run / "config.yaml", cfg.to_dict())
+    write_yaml(run / "config.yaml", cfg.to_dict())
     rows = prepare(cfg, force=True).eval_rows
-    rundir.write_jsonl(run / rundir.HELDOUT, rows)
+    write_jsonl(run / rundir.HELDOUT, rows)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
                            LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
     with torch.no_grad():
@@ -163,8 +165,8 @@ def test_a_second_run_with_the_same_base_rows_and_settings_reuses_the_base_evalu
 
     first, second = tmp_path / "first", tmp_path / "second"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4"])
-    rundir.write_yaml(first / "config.yaml", cfg.to_dict())
-    rundir.write_jsonl(first / rundir.HELDOUT, prepare(cfg, force=True).eval_rows)
+    write_yaml(first / "config.yaml", cfg.to_dict())
+    write_jsonl(first / rundir.HELDOUT, prepare(cfg, force=True).eval_rows)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
                            LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
     model.save_pretrained(first / "adapter")
@@ -198,9 +200,9 @@ def test_a_full_fine_tune_is_evaluated_against_its_base_model(tiny_model_dir, tm
 
     run = tmp_path / "run"
     cfg = resolve_config("demo", [f"model={tiny_model_dir}", "eval_rows=4", "max_completion_length=4", "lora=false"])
-    rundir.write_yaml(run / "config.yaml", cfg.to_dict())
+    write_yaml(run / "config.yaml", cfg.to_dict())
     rows = prepare(cfg, force=True).eval_rows
-    rundir.write_jsonl(run / rundir.HELDOUT, rows)
+    write_jsonl(run / rundir.HELDOUT, rows)
     tuned = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     with torch.no_grad():
         for param in tuned.parameters():

@@ -171,13 +171,13 @@ def test_resume_errors(tmp_path):
 
 
 def test_resume_refuses_another_config(tiny_model_dir, tmp_path):
-    from grpo_fast import rundir
+    from grpo_fast.files import write_yaml
     from grpo_fast.run.resolve import resolve_config
     from grpo_fast.train import check_resumable
 
     run = tmp_path / "run"
     run.mkdir()
-    rundir.write_yaml(run / "config.yaml", resolve_config("demo", [f"model={tiny_model_dir}"]).to_dict())
+    write_yaml(run / "config.yaml", resolve_config("demo", [f"model={tiny_model_dir}"]).to_dict())
     check_resumable(resolve_config("demo", [f"model={tiny_model_dir}", "max_steps=99"]), run)  # steps may change
     with pytest.raises(UserError, match="lora_r: checkpoint 16, now 8"):
         check_resumable(resolve_config("demo", [f"model={tiny_model_dir}", "lora_r=8"]), run)

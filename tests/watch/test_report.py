@@ -7,14 +7,14 @@ import base64
 import pytest
 from report_runs import EVIL, make_run
 
-from grpo_fast import rundir
 from grpo_fast.errors import UserError
+from grpo_fast.files import append_jsonl, read_jsonl, write_json, write_yaml
 from grpo_fast.watch.report import PLOTS_DIR, REPORT_FILE, write_report
 
 
 def test_report_of_a_finished_run(tmp_path):
     run = make_run(tmp_path / "run")
-    rundir.write_json(run / "eval.json", {
+    write_json(run / "eval.json", {
         "metric": "accuracy", "settings": {"k": 4},
         "base": {"rows": 100, "examples": [{"prompt": "Q", "completion": "no idea", "correct": False}]},
         "trained": {"rows": 100, "system_prompt": "SYSTEM PROMPT TEXT",
@@ -41,7 +41,7 @@ def test_report_of_a_finished_run(tmp_path):
     assert "no idea</pre>&#10007; wrong" in side and "&#10003; right" in side and "False" not in side
     assert "answer_tags: 1.000" in page
     assert "Reward failures" not in page
-    rundir.append_jsonl(run / "reward_failures.jsonl", {"step": 4, "reward": "sum_correct", "error": "ValueError: x",
+    append_jsonl(run / "reward_failures.jsonl", {"step": 4, "reward": "sum_correct", "error": "ValueError: x",
                                                         "completion": EVIL})
     page = write_report(run).read_text()
     assert "Reward failures (1)" in page and "sum_correct: 1 samples" in page and "<answer>" not in page
@@ -49,12 +49,12 @@ def test_report_of_a_finished_run(tmp_path):
 
 def test_everything_from_the_run_is_escaped(tmp_path):
     run = make_run(tmp_path / "run")
-    rundir.write_json(run / "eval.json", {"trained": {"examples": [{"prompt": EVIL, "completion": EVIL}]},
+    write_json(run / "eval.json", {"trained": {"examples": [{"prompt": EVIL, "completion": EVIL}]},
                                           "comparison": []})
     page = write_report(run).read_text()
     assert "<script>" not in page and "<answer>" not in page and "70% cut <b>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;answer&gt;7&lt;/answer&gt;" in page
-    rundir.append_jsonl(run / "samples.jsonl", {"step": 6, "prompt": "p", "completion": "a\x00b\x10c\nd"})
+    append_jsonl(run / "samples.jsonl", {"step": 6, "prompt": "p", "completion": "a\x00b\x10c\nd"})
     page = write_report(run).read_text()
     assert "\x00" not in page and "a\\x00b\\x10c\nd" in page  # control characters shown, never raw
 
@@ -69,10 +69,10 @@ def test_unfinished_run_without_kl_or_eval(tmp_path):
 
 def test_stopped_run_and_a_run_that_just_started(tmp_path):
     run = make_run(tmp_path / "stopped")
-    rundir.append_jsonl(run / "health.jsonl", {"step": 20, "kind": "low_reward_std", "action": "stop"})
+    append_jsonl(run / "health.jsonl", {"step": 20, "kind": "low_reward_std", "action": "stop"})
     assert "stopped early by the health monitor: low_reward_std at step 20" in write_report(run).read_text()
     fresh = tmp_path / "fresh"
-    rundir.write_yaml(fresh / "config.yaml", {"recipe": "demo"})
+    write_yaml(fresh / "config.yaml", {"recipe": "demo"})
     page = write_report(fresh).read_text()
     assert "No metrics logged yet" in page and "No samples logged yet" in page
 
@@ -101,7 +101,7 @@ def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
 
     from grpo_fast.watch.report import PlotSpec, figure
 
-    metrics = rundir.read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
+    metrics = read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
     fig = figure(PlotSpec("rewards", "t", "y", ("reward",)), metrics, reward_max=6.0)
     low, high = fig.axes[0].get_ylim()
     plt.close(fig)
@@ -111,7 +111,7 @@ def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
 def test_a_converged_note_is_not_headlined_as_a_problem(tmp_path):
     run = make_run(tmp_path / "run")
     (run / "health.jsonl").write_text("")
-    rundir.append_jsonl(run / "health.jsonl", {"step": 40, "kind": "converged", "message": "mean reward 2.9",
+    append_jsonl(run / "health.jsonl", {"step": 40, "kind": "converged", "message": "mean reward 2.9",
                                                "remedy": "you can stop here", "action": "note"})
     page = write_report(run).read_text()
     head = page[:page.index("<h2>")]
@@ -122,12 +122,12 @@ def test_a_converged_note_is_not_headlined_as_a_problem(tmp_path):
 def test_report_folds_thinking_and_counts_rows_judged_not_applicable(tmp_path):
     run = make_run(tmp_path / "run", steps=3)
     for step in (1, 2, 3):  # the guard logs the share of None per reward (an unparsable gold, no reference)
-        rundir.append_jsonl(run / "metrics.jsonl", {"step": step, "reward": 0.5,
+        append_jsonl(run / "metrics.jsonl", {"step": step, "reward": 0.5,
                                                     "rewards/sum_correct/not_applicable": 0.25 if step == 2 else 0.0})
-    rundir.append_jsonl(run / "samples.jsonl", {
+    append_jsonl(run / "samples.jsonl", {
         "step": 3, "prompt": "What is 3 + 4?", "completion": "3 and 4 <b>make</b> 7.\n</think>\n\n7",
         "thinking": "3 and 4 <b>make</b> 7.", "answer": "7", "thinking_closed": True, "rewards": {"sum_correct": 1.0}})
-    rundir.append_jsonl(run / "samples.jsonl", {
+    append_jsonl(run / "samples.jsonl", {
         "step": 3, "prompt": "What is 3 + 5?", "completion": "hmm, 3 and 5", "thinking": "hmm, 3 and 5",
         "answer": "", "thinking_closed": False, "rewards": {"sum_correct": 0.0}})
     page = write_report(run).read_text()

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from report_runs import make_run
 
-from grpo_fast import rundir
+from grpo_fast.files import write_json
 from grpo_fast.watch.report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -35,10 +35,10 @@ def browser():
 
 def test_report_first_screen_in_chromium(browser, tmp_path):
     run = make_run(tmp_path / "run")
-    rundir.write_json(run / "summary.json", {"steps": 25, "reward_first": 0.6, "reward_last": 2.4,
+    write_json(run / "summary.json", {"steps": 25, "reward_first": 0.6, "reward_last": 2.4,
                                              "reward_max": 3.0, "wall_s": 400.0, "s_per_step": 16.0,
                                              "backend": "transformers"})
-    rundir.write_json(run / "eval.json", {
+    write_json(run / "eval.json", {
         "metric": "accuracy", "settings": {"k": 4},
         "base": {"rows": 100, "examples": [{"prompt": "What is 3 + 4?", "completion": "3 + 4", "correct": False}]},
         "trained": {"rows": 100, "system_prompt": "Answer the question.",
