@@ -1,4 +1,5 @@
-"""Shared helpers for reward functions: text extraction, column access, naming, number parsing.
+"""Shared helpers for reward functions: text access, column access, naming, number parsing (the answer
+extractors live in ``answers`` and are re-exported here).
 
 Every reward here follows TRL's contract: ``fn(prompts, completions, completion_ids=None, **columns)``
 returns one ``float`` (or ``None`` = not applicable) per completion. Completions are plain strings or chat
@@ -13,11 +14,17 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
-RewardFunc = Callable[..., list[float | None]]
+# the answer extractors, re-exported: rewards import them from here
+from grpo_fast.rewards.answers import MAX_ANSWER_CHARS as MAX_ANSWER_CHARS
+from grpo_fast.rewards.answers import count_tag as count_tag
+from grpo_fast.rewards.answers import extract_answer_or_text as extract_answer_or_text
+from grpo_fast.rewards.answers import extract_final_answer as extract_final_answer
+from grpo_fast.rewards.answers import extract_tag as extract_tag
+from grpo_fast.rewards.answers import hedged_boxes as hedged_boxes
+from grpo_fast.rewards.answers import last_boxed as last_boxed
+from grpo_fast.rewards.answers import last_number as last_number
 
-# Extracted answers longer than this are treated as wrong without parsing: no real answer is that long,
-# and capping keeps every extractor and parser linear-time on adversarial input.
-MAX_ANSWER_CHARS = 2_000
+RewardFunc = Callable[..., list[float | None]]
 
 
 # ------------------------------------------------------------------------------------------ naming / registry
@@ -234,111 +241,6 @@ def answer_texts(completions: Sequence[Any] | None, tags: Sequence[str] = THINK_
                  opened: bool = False) -> list[str]:
     """``after_thinking`` of each completion's text."""
     return [after_thinking(completion_text(c), tags, opened) for c in (completions or [])]
-
-
-# ---------------------------------------------------------------------------------------------- extraction
-
-
-def extract_tag(text: str, tag: str) -> str | None:
-    """Content of the *last* ``<tag>…</tag>`` block, or None. Linear time (no backtracking regex)."""
-    close = f"</{tag}>"
-    end = text.rfind(close)
-    if end < 0:
-        return None
-    start = text.rfind(f"<{tag}>", 0, end)
-    if start < 0:
-        return None
-    return text[start + len(tag) + 2 : end].strip()
-
-
-def count_tag(text: str, tag: str) -> int:
-    return text.count(f"<{tag}>")
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{…}`` (or ``\\fbox{…}``) with balanced braces, or None."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    i = text.index("{", start) + 1
-    depth, j = 1, i
-    limit = min(len(text), i + MAX_ANSWER_CHARS * 4)
-    while j < limit:
-        ch = text[j]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j].strip()
-        j += 1
-    return None
-
-
-def hedged_boxes(text: str) -> bool:
-    """Several different ``\\boxed{}`` answers ("\\boxed{3} or \\boxed{4}"): a hedge that answers nothing (as in TRL);
-    one value boxed twice, or a box in a box, is one answer."""
-    values, pos = set(), 0
-    while (found := _BOX.search(text, pos)) is not None:
-        depth, pos = 1, found.end()
-        while pos < len(text) and depth:
-            depth, pos = depth + {"{": 1, "}": -1}.get(text[pos], 0), pos + 1
-        value = text[found.end(): pos - 1].replace(" ", "")
-        while (inner := re.fullmatch(r"\\(?:boxed|fbox)\{(.*)\}", value)) is not None:
-            value = inner.group(1)
-        values.add(value)
-    return len(values) > 1
-
-
-_BOX = re.compile(r"\\(?:boxed|fbox)\{")
-_NUMBER_RE = re.compile(r"-?\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\$?\d+(?:\.\d+)?(?:/\d+)?%?|-?\.\d+")
-_ENUMERATOR = re.compile(r"(?im)^ *(?:[-*] *)?\[? *(?:step +)?\d+[.):] +(?=\S)|\bstep +\d+\b|</?[a-z][\w-]*(?:>|$)")
-
-
-def last_number(text: str) -> str | None:
-    """The last number-looking token (`1,000`, `$`, `%`, `a/b`); list, step and tag numbers (`</step2>`) are not."""
-    last = None
-    for match in _NUMBER_RE.finditer(_ENUMERATOR.sub(" ", text[-20_000:])):
-        last = match.group(0)
-    return last
-
-
-def extract_final_answer(text: str) -> str | None:
-    """Final answer of a reasoning completion: ``<answer>`` tag, else last ``\\boxed{}``, else last number."""
-    tagged = extract_tag(text, "answer")
-    if tagged is not None:
-        boxed = last_boxed(tagged)
-        return boxed if boxed is not None else tagged
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return "" if hedged_boxes(text) else boxed
-    tail = text[-20_000:].replace("\\$", "  ")  # an escaped dollar is a price sign, not a delimiter
-    latex, number = next(reversed(list(_LATEX_SPAN.finditer(tail))), None), last_number(text)  # the last ones
-    if latex is not None and (number is None or tail.rfind(number) < latex.end()):
-        span = next(g for g in latex.groups() if g)  # "so $\\frac{1}{2}$" ends on LaTeX, not on its last digit
-        return span.rsplit("=", 1)[-1].strip() or span  # "$3 \\times 4 = 12$": the equation's result
-    return number
-
-
-# Inline maths that is LaTeX (a command, brace or power inside) or plain arithmetic ($3/4$, $17 * 23$: digits and
-# an operation, no words), not a price: $...$, \(...\), \[...\]
-_ARITHMETIC = r"(?:sqrt|[\d .+\-*/^()=√×÷·])"
-_LATEX_SPAN = re.compile(r"\$([^$\n]{0,200}?[\\{^][^$\n]{0,200}?)\$|\\\((.{1,400}?)\\\)|\\\[(.{1,400}?)\\\]|"
-                         rf"\$({_ARITHMETIC}{{0,200}}?[*/(√×÷·]{_ARITHMETIC}{{0,200}}?)\$")
-
-
-def extract_answer_or_text(text: str) -> str:
-    """Short-answer extraction for QA/string matching: ``<answer>`` tag, else ``\\boxed{}``, else whole text.
-
-    Several ``<answer>`` blocks count as hedging and yield "" (so stuffing candidates earns nothing).
-    """
-    if text.count("<answer>") > 1:
-        return ""
-    tagged = extract_tag(text, "answer")
-    if tagged is not None:
-        return tagged
-    boxed = last_boxed(text)
-    return boxed if boxed is not None else text.strip()
 
 
 # ---------------------------------------------------------------------------------------------- normalisation
