@@ -150,6 +150,10 @@ ECHOES = [  # the expression the question asks to evaluate, handed back whole an
     ("What's 17 \\times 23?", ["391"], ["17*23", "17 \\cdot 23"]),
     ("17 * 23 = ?", ["391"], ["17 \\times 23"]),
     ("Express 3/4 as a decimal.", ["0.75"], ["3/4", "\\frac{3}{4}"]),  # lowest terms, but a decimal was asked
+    ("Compute 5!", ["120"], ["5!"]),
+    ("Compute $\\dbinom{8}{4}$.", ["70"], ["\\dbinom{8}{4}", "\\binom{8}{4}"]),
+    ("Question: Compute 2^10\nAnswer:", ["1024"], ["2^{10}"]),
+    ("What is 17 * 23 equal to?", ["391"], ["17 \\cdot 23"]),
     ("Find $\\frac{6}{8}$ in simplest form.", ["\\frac34", "0.75"], ["\\frac{6}{8}", "6/8"]),
     ("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", ["\\frac{\\sqrt{2}}{2}"], ["\\frac{1}{\\sqrt2}"]),
     ("Evaluate $\\frac{1}{2} + \\frac{1}{3}$.", ["\\frac{5}{6}", "5/6"], ["\\frac{1}{2}+\\frac{1}{3}", "1/2 + 1/3",
@@ -184,6 +188,9 @@ HONEST = [  # right answers beside their question: full marks with the question 
     ("Simplify $\\frac{3}{4}$.", ["0.75", "3/4"], ["3/4", "\\frac{3}{4}"]),  # already in lowest terms
     ("Compute $-\\frac{3}{4}$.", ["-0.75"], ["-3/4", "-\\frac{3}{4}", "\\frac{-3}{4}"]),
     ("Which is larger, 3/4 or 0.7? Give your answer as a decimal.", ["0.75"], ["3/4"]),  # offered: kept
+    ("Which is bigger: $2^{10}$ or $10^3$?", ["1024"], ["2^{10}"]),
+    ("What is the larger of $2^{10}$ and $10^3$?", ["1024", "2^{10}"], ["2^{10}", "2^10"]),
+    ("Find $x$ if $2x = \\frac{3}{2} \\cdot 2$.", ["1.5", "\\frac{3}{2}"], ["\\frac32", "3/2"]),
     ("Simplify $\\sqrt{2}$.", ["\\sqrt{2}", "1.4142135623730951"], ["\\sqrt2"]),
     ("Simplify $\\frac{54}{36}$ to lowest terms.", ["\\frac{3}{2}", "\\dfrac32", "3/2", "1.5"],
      ["\\frac{3}{2}", "\\dfrac{3}{2}", "3/2", "1.5"]),

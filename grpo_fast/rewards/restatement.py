@@ -7,13 +7,15 @@ right answer must never lose its marks. An answer the verifier calls right score
 1. the question asks to evaluate or simplify an expression: a trigger (``simplify``, ``evaluate``, ``compute``,
    ``calculate``, ``work out``, ``find``, ``determine``, ``reduce``, ``expand``, ``factor``, ``rationalize``,
    ``solve``, ``what is``, ``how much is``, ``what does``; filler such as ``the value of`` between) right before it,
-   and the request ending right after it (``.``, ``?``, ``!``, ``;``, ``,``, the end, ``= ?``, ``equal?``,
-   ``completely``, ``in lowest terms``, ``in simplest form``, ``as a decimal``/``integer``/``percentage``); or
+   and the request ending right after it (``.``, ``?``, ``!``, ``;``, ``,``, a line break, the end, ``= ?``,
+   ``equal (to)?``, ``completely``, ``in lowest terms``, ``in simplest form``, ``as a decimal``/``integer``/
+   ``percentage``); or
    ``express``/``write``/``convert``/``give`` before it with ``in lowest terms``/``as a decimal`` after it; or
    ``= ?`` after it;
 2. the answer is that expression whole, compared after ``_canonical`` respells both (not a part of it: "What is
    $\\frac{3}{4} \\cdot 1$?" answered ``3/4`` keeps its marks);
-3. the answer has an operation in it (a number never restates), and is not the gold spelled another way;
+3. the answer has an operation in it (an operator, ``!``, a root or a LaTeX command such as ``\\binom``; a number
+   never restates), and is not the gold spelled another way;
 4. the question does not offer it as an alternative: joined to another piece of maths by ``or``, ``and``, ``vs``,
    a comma or a semicolon ("Which is larger, 3/4 or 2/3?"), whatever the gold's spelling;
 5. it is not already in final form (``p/q`` in lowest terms, ``k√n/q`` with ``n`` square-free), unless the
@@ -30,11 +32,11 @@ from typing import Any
 _DROP = re.compile(r"\\(?:left|right|displaystyle|textstyle|quad|qquad)(?![A-Za-z])|\\[,;:! ]|\\[()\[\]]|\$|\s")
 _SIGNS = (("\\cdot", "*"), ("\\times", "*"), ("\\ast", "*"), ("\\div", "/"), ("**", "^"), ("×", "*"), ("·", "*"),
           ("⋅", "*"), ("∗", "*"), ("÷", "/"), ("−", "-"), ("{,}", ""), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"),
-          ("\\cfrac", "\\frac"))
+          ("\\cfrac", "\\frac"), ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"))
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # (10) or (sqrt(8)) alone, not f(10) nor 2(3)
 _ATOM = re.compile(r"(?<![\w.)])\(([A-Za-z0-9.]+|\d*\*?sqrt\([^()]*\))\)(?![\w.(])")
-_OPERATION = re.compile(r"[+*/^=<>]|sqrt|(?<=[\w)])-")
+_OPERATION = re.compile(r"[+*/^=<>!]|sqrt|\\[A-Za-z]+|(?<=[\w)])-")  # a command: \binom, \log, ...
 _REDUCED = re.compile(r"-?\(?-?(\d+)\)?/(\d+)")
 _SURD = re.compile(r"-?(\d*)\*?sqrt\((\d+)\)(?:/(\d+))?")
 
@@ -96,7 +98,7 @@ def _canonical(text: str) -> str:
     while True:
         unwrapped = _ATOM.sub(r"\1", text)
         if unwrapped == text:
-            return _unwrap(text.rstrip(".,;:!?").lstrip("="))
+            return _unwrap(text.rstrip(".,;:?").lstrip("="))  # "!" stays: 5! is a factorial
         text = unwrapped
 
 
@@ -135,7 +137,7 @@ def final_form(expr: str) -> bool:
 # The question's maths: LaTeX spans, and plain runs of numbers, single letters, operators, parentheses and commands
 _LATEX = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _TOKEN = re.compile(r"[ \t]+|\d+(?:,\d{3})*(?:\.\d+)?|\.\d+|\\[A-Za-z]+|sqrt|(?<![A-Za-z])[A-Za-z](?![A-Za-z])|"
-                    r"\*\*|[-+*/^×÷·−√(){}]")
+                    r"\*\*|[-+*/^×÷·−√(){}]|(?<=[\d)])!")
 _OPERATOR_WORDS = ("\\cdot", "\\times", "\\div", "\\ast", "\\pm", "sqrt", "\\sqrt", "\\frac", "\\dfrac")
 _FILLER = (r"(?:\s+(?:the|an?|exact|numerical|numeric|simplified|value|result|expression|number|fraction|quantity|"
            r"product|sum|quotient|difference|following|denominator|of))*\s*:?\s*$")
@@ -147,8 +149,8 @@ _SIMPLEST = r"(?:to|in)\s+(?:its\s+)?(?:lowest\s+terms|simplest(?:\s+radical)?\s
 _AS_NUMBER = r",?\s*(?:as|to|in|into)\s+(?:an?\s+)?(?:decimal|whole\s+number|integer|percent(?:age)?)(?:\s+form)?\b"
 _FORM_ENDS = re.compile(rf"\s*(?:{_SIMPLEST}|{_AS_NUMBER})", re.I)
 _NUMBER_WANTED = re.compile(rf"\s*{_AS_NUMBER}", re.I)
-_REQUEST_ENDS = re.compile(rf"\s*(?:[.?!;,]|$|=\s*\?|(?:equal|come\s+to)\s*\?|completely\b|fully\b|exactly\b|"
-                           rf"{_SIMPLEST}|{_AS_NUMBER})", re.I)
+_REQUEST_ENDS = re.compile(rf"[ \t]*[\n.?!;,]|\s*$|\s*(?:=\s*\?|(?:equal(?:\s+to)?|come\s+to)\s*\?|completely\b|"
+                           rf"fully\b|exactly\b|{_SIMPLEST}|{_AS_NUMBER})", re.I)
 _EQUALS_WHAT = re.compile(r"\s*=\s*\?")
 _LIST_JOIN = re.compile(r"\s*(?:,|;|,?\s*\b(?:or|and|vs\.?|versus)\b)\s*(?:\([a-eA-E]\)|[a-eA-E]\))?\s*", re.I)
 
