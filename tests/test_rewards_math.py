@@ -12,6 +12,7 @@ import pytest
 from grpo_fast.recipes.math import SYSTEM_PROMPT
 from grpo_fast.rewards import math_accuracy_reward, math_equal
 from grpo_fast.rewards.mathverify import MathVerifyPool, verify_answers
+from grpo_fast.rewards.restatement import restates_question
 
 
 def score(completions, answers):
@@ -220,3 +221,11 @@ def test_right_answers_keep_full_marks_beside_their_question(question, gold, ans
 )
 def test_solved_answers_keep_full_marks_beside_their_question(question, completion, gold):
     assert judged(question, completion, gold) == (1.0, 1.0)
+
+
+def test_a_hostile_question_is_judged_in_bounded_time():
+    start = time.monotonic()
+    deep = "Simplify $" + "\\frac{" * 5_000 + "1" + "}{2}" * 5_000 + "$."
+    assert not restates_question("\\frac{1}{2}", deep, "0.5")
+    assert not restates_question("2^{10}", "Compute 2^10 " + "$x$ or " * 20_000, "1024")
+    assert time.monotonic() - start < 10.0

@@ -28,6 +28,8 @@ import math
 import re
 from typing import Any
 
+from grpo_fast.rewards.answers import MAX_ANSWER_CHARS
+
 # Spelling differences that are not differences: delimiters, spacing commands, multiplication and division signs
 _DROP = re.compile(r"\\(?:left|right|displaystyle|textstyle|quad|qquad)(?![A-Za-z])|\\[,;:! ]|\\[()\[\]]|\$|\s")
 _SIGNS = (("\\cdot", "*"), ("\\times", "*"), ("\\ast", "*"), ("\\div", "/"), ("**", "^"), ("×", "*"), ("·", "*"),
@@ -152,6 +154,7 @@ _NUMBER_WANTED = re.compile(rf"\s*{_AS_NUMBER}", re.I)
 _REQUEST_ENDS = re.compile(rf"[ \t]*[\n.?!;,]|\s*$|\s*(?:=\s*\?|(?:equal(?:\s+to)?|come\s+to)\s*\?|completely\b|"
                            rf"fully\b|exactly\b|{_SIMPLEST}|{_AS_NUMBER})", re.I)
 _EQUALS_WHAT = re.compile(r"\s*=\s*\?")
+_LONGEST = 2 * MAX_ANSWER_CHARS  # characters of one piece of maths: twice the longest answer the judge reads
 _LIST_JOIN = re.compile(r"\s*(?:,|;|,?\s*\b(?:or|and|vs\.?|versus)\b)\s*(?:\([a-eA-E]\)|[a-eA-E]\))?\s*", re.I)
 
 
@@ -195,7 +198,8 @@ def _maths(question: str) -> list[tuple[int, int, str]]:
     for start, end, _ in [*found, (len(question), len(question), "")]:
         plain += _plain_runs(question, last, start)
         last = end
-    return sorted((start, end, _canonical(text)) for start, end, text in found + plain)
+    # a piece far longer than any answer cannot be one: not respelled (bounded work on a hostile prompt)
+    return sorted((start, end, _canonical(text) if len(text) <= _LONGEST else "") for start, end, text in found + plain)
 
 
 def _alternative(question: str, pieces: list[tuple[int, int, str]], i: int) -> bool:
@@ -221,8 +225,15 @@ def _asked(question: str, start: int, end: int) -> bool:
 def restates_question(pred: str | None, question: str, gold: Any) -> bool:
     """The answer is the expression the question asks to evaluate or simplify, whole and unevaluated (the module
     docstring states the rule). False wherever in doubt: a restatement loses a right-looking answer its marks."""
-    answer = _canonical(pred or "")
-    if not answer or _OPERATION.search(answer) is None or answer == _canonical(str(gold)):
+    try:
+        return _restates(pred or "", question, str(gold))
+    except RecursionError:  # maths nested past Python's stack (a hostile prompt): nothing is judged a copy
+        return False
+
+
+def _restates(pred: str, question: str, gold: str) -> bool:
+    answer = _canonical(pred)
+    if not answer or _OPERATION.search(answer) is None or answer == _canonical(gold):
         return False
     question = question.replace("\\$", "  ")  # an escaped dollar is a price sign, not a delimiter
     pieces = _maths(question)
