@@ -361,7 +361,8 @@ def main() -> None:
         lines += report(shape, result)
     print("\n".join(lines))
     if args.out:
-        Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"], "threads": threads,
+        Path(args.out).write_text(json.dumps({"machine": before, "load_after": after["load"],
+                                              "date": time.strftime("%Y-%m-%d"), "threads": threads,
                                               "rounds": args.rounds, "results": results,
                                               "fixed_length": args.fixed_length,
                                               "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from grpo_fast.config import RunConfig
@@ -37,13 +38,42 @@ CPU_MEASURED = "measured fastest on CPU (bench_generation, 8 x 512: static cache
 GPU_UNMEASURED = "TRL's default; the other engines are not measured on a GPU yet (bench_generation, next GPU run)"
 
 
-# vLLM colocated on CPU (packed bf16 weights) against TRL's default path in steps/s, the weight sync included
-# (bench_generation --vllm-colocate; benchmarks/results/bench_generation_cpu_{code,demo}_vllm_colocate.json):
-# 2.12x at 8 x 512 tokens (3.3x tokens/s), 0.92x at 8 x 16 (the sync and the engine's fixed costs outweigh 16
-# tokens). Shorter completions than the measured gain keep the transformers engines.
-VLLM_MIN_COMPLETION = 512
-VLLM_MEASURED = "measured 2.12x TRL's default steps/s at 8 x 512 tokens, the weight sync included"
-VLLM_SHORT = "measured 0.92x TRL's default steps/s at 8 x 16 tokens (its weight sync and fixed costs)"
+@dataclass(frozen=True)
+class Measured:
+    """One committed benchmark figure: vLLM colocated (packed bf16, the weight sync included) against TRL's default
+    path in steps/s, and where, when and how often it was measured. ``tests/test_generation.py`` recomputes each
+    field from the JSON, so the figure a run quotes is the file's."""
+
+    ratio: float
+    file: str
+    date: str
+    rounds: int
+    rows: int
+    max_tokens: int
+    tokens_each: float  # completion tokens per row actually generated
+    fixed_length: bool
+    machine: str
+    load: tuple[float, float]  # the load average's range before and after the run
+
+    def said(self) -> str:
+        length = ("every completion forced to that length" if self.fixed_length
+                  else f"sampled: about {self.tokens_each:.0f} tokens each")
+        rounds = "one round" if self.rounds == 1 else f"{self.rounds} rounds"
+        return (f"{self.ratio:.2f}x TRL's default steps/s at {self.rows} x {self.max_tokens} tokens ({length}), the "
+                f"weight sync included: {rounds} on {self.date}, {self.machine} at load {self.load[0]}-{self.load[1]} "
+                f"({self.file}), not on this machine")
+
+
+# The two points measured (bench_generation --vllm-colocate). Short completions keep the transformers engines;
+# completions between 16 and 512 tokens, sampled lengths at 512, CPUs without native bf16, other model sizes and
+# more than one round at 512 are unmeasured.
+VLLM_LONG = Measured(2.12, "benchmarks/results/bench_generation_cpu_code_vllm_colocate.json", "2026-12-06", 1, 8, 512,
+                     512.0, True, "a 2-core Xeon with AMX", (5.1, 8.2))
+VLLM_SHORT_RUN = Measured(0.92, "benchmarks/results/bench_generation_cpu_demo_vllm_colocate.json", "2026-12-06", 2,
+                          8, 16, 3.1, False, "a 2-core Xeon with AMX", (3.5, 6.3))
+VLLM_MIN_COMPLETION = VLLM_LONG.max_tokens
+VLLM_MEASURED = f"measured {VLLM_LONG.said()}"
+VLLM_SHORT = f"measured {VLLM_SHORT_RUN.said()}; its weight sync and fixed costs outweigh the tokens"
 
 
 def vllm_choice(cfg: RunConfig, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple[bool, str]:
@@ -64,7 +94,7 @@ def vllm_choice(cfg: RunConfig, *, cuda: bool, vllm: bool, native_bf16: bool) ->
         return False, (f"completions under {VLLM_MIN_COMPLETION} tokens: vLLM on CPU {VLLM_SHORT}, unmeasured in "
                        "between")
     return True, (f"vLLM's CPU build is installed: colocated, packed bf16 weights re-packed after each sync, "
-                  f"{VLLM_MEASURED} (bench_generation); TRL's importance-sampling correction on")
+                  f"{VLLM_MEASURED}; TRL's importance-sampling correction on")
 
 
 def vllm_facts(cuda: bool) -> dict[str, bool]:

@@ -8,6 +8,7 @@ rendering a probe conversation, never by the model's name, and is then used by t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from grpo_fast.errors import UserError
 from grpo_fast.rewards import RewardSet
 from grpo_fast.rewards.base import THINK_TAGS
 from grpo_fast.rewards.thinking import thinking_view
+
+logger = logging.getLogger(__name__)
 
 # A thinking model reasons before it answers: the completion length a run gets when the user has not chosen one.
 THINKING_ROOM = 1024
@@ -74,23 +77,41 @@ def opens(tail: str, tags: tuple[str, str]) -> bool:
     return at >= 0 and tags[1] not in tail[at:]
 
 
-def supports_thinking(tokenizer: Any) -> bool:
-    """The template renders differently with ``enable_thinking`` on and off."""
+def _tail_or_error(tokenizer: Any, **kwargs: Any) -> tuple[str | None, str | None]:
+    """The generation prompt under ``kwargs``, or None and why the template could not render the probe."""
     try:
-        return prompt_tail(tokenizer, enable_thinking=True) != prompt_tail(tokenizer, enable_thinking=False)
-    except Exception:  # noqa: BLE001 - no template, or one that cannot render the probe: no thinking mode
-        return False
+        return prompt_tail(tokenizer, **kwargs), None
+    except Exception as err:  # noqa: BLE001 - any template's failure is reported with its own words
+        return None, f"{type(err).__name__}: {err}"
+
+
+def probe_failure(tokenizer: Any, model: str) -> tuple[str | None, bool, bool]:
+    """Render the probe plain and with ``enable_thinking`` on and off: (what failed, in words, or None; whether
+    the template's thinking switch changes the prompt; the plain generation prompt's tail or "")."""
+    plain, plain_error = _tail_or_error(tokenizer)
+    on, on_error = _tail_or_error(tokenizer, enable_thinking=True)
+    off, off_error = _tail_or_error(tokenizer, enable_thinking=False)
+    switch = on is not None and off is not None and on != off
+    if not getattr(tokenizer, "chat_template", None) and plain is None:
+        return None, False, ""  # no chat template at all: plain-text prompts, nothing failed
+    if plain_error:
+        failed = f"the chat template of {model} fails to render a one-message conversation ({plain_error})"
+    elif on_error or off_error:
+        flag = "True" if on_error else "False"
+        failed = (f"the chat template of {model} fails to render with enable_thinking={flag} "
+                  f"({on_error or off_error})")
+    else:
+        failed = None
+    return failed, switch, plain or ""
 
 
 def thinking_mode(setting: str, tokenizer: Any, tags: tuple[str, str] = THINK_TAGS, model: str = "the model",
                   where: str = "key 'thinking'") -> ThinkingMode:
-    """The mode for ``setting`` (auto | on | off) on this tokenizer's chat template."""
+    """The mode for ``setting`` (auto | on | off) on this tokenizer's chat template. A template that fails to
+    render the probe is named with its error: refused under ``on``, thinking off (said why) otherwise."""
     tags = (str(tags[0]), str(tags[1]))
-    supported = supports_thinking(tokenizer)
-    try:
-        always = opens(prompt_tail(tokenizer), tags)
-    except Exception:  # noqa: BLE001 - no chat template: plain-text prompts, no thinking mode
-        always = False
+    failed, supported, plain = probe_failure(tokenizer, model)
+    always = opens(plain, tags)
     if supported and setting in ("auto", "on"):
         kwargs = {"enable_thinking": True}
         why = f"{setting}: the chat template of {model} has a thinking mode (enable_thinking)"
@@ -101,10 +122,17 @@ def thinking_mode(setting: str, tokenizer: Any, tags: tuple[str, str] = THINK_TA
                         "set thinking: auto (or on), or use a chat template without thinking")
     elif always:
         kwargs, why = {}, f"{setting}: the chat template of {model} opens {tags[0]} in every prompt"
+        why += f"; {failed.removeprefix(f'the chat template of {model} ')}, so it is not passed" if failed else ""
+    elif setting == "on" and failed:
+        raise UserError(f"thinking: on, but {failed}", where,
+                        "fix the chat template (tokenizer_config.json's chat_template), or set thinking: off")
     elif setting == "on":
         raise UserError(f"thinking: on, but the chat template of {model} has no thinking mode (no enable_thinking, "
                         f"no {tags[0]} in its prompts)", where,
                         "use a thinking model (Qwen3, SmolLM3, a DeepSeek-R1 distill), or set thinking: auto or off")
+    elif failed:
+        logger.warning("thinking: %s, so thinking is off", failed)
+        return ThinkingMode(False, why=f"{setting}: {failed}, so thinking is off", tags=tags)
     else:
         return ThinkingMode(False, why=f"{setting}: the chat template of {model} has no thinking mode", tags=tags)
     return ThinkingMode(True, opens(prompt_tail(tokenizer, **kwargs), tags), kwargs, tags, why)

@@ -97,8 +97,11 @@ def extract_final_answer(text: str) -> str | None:
     return number
 
 
-# Inline maths that is LaTeX (a command, brace or power inside), not a price: $...$, \(...\), \[...\]
-_LATEX_SPAN = re.compile(r"\$([^$\n]{0,200}?[\\{^][^$\n]{0,200}?)\$|\\\((.{1,400}?)\\\)|\\\[(.{1,400}?)\\\]")
+# Inline maths that is LaTeX (a command, brace or power inside) or plain arithmetic ($3/4$, $17 * 23$: digits and
+# an operation, no words), not a price: $...$, \(...\), \[...\]
+_ARITHMETIC = r"(?:sqrt|[\d .+\-*/^()=√×÷·!])"
+_LATEX_SPAN = re.compile(r"\$([^$\n]{0,200}?[\\{^][^$\n]{0,200}?)\$|\\\((.{1,400}?)\\\)|\\\[(.{1,400}?)\\\]|"
+                         rf"\$({_ARITHMETIC}{{0,200}}?[*/(√×÷·!]{_ARITHMETIC}{{0,200}}?)\$")
 
 
 def extract_answer_or_text(text: str) -> str:

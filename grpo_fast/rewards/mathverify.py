@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import queue
-import re
 import select
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 
 from grpo_fast.rewards.answers import MAX_ANSWER_CHARS, count_tag, extract_final_answer, parse_number
 from grpo_fast.rewards.base import answer_texts, column, reward_meta, user_text
+from grpo_fast.rewards.restatement import restates_question
 
 logger = logging.getLogger(__name__)
 
@@ -200,37 +200,12 @@ def math_equal(gold: Any, pred: str | None, pool: MathVerifyPool | None = None) 
     return verify_answers([gold], [pred], pool)[0]
 
 
-_SQRT_CALL = re.compile(r"\\?sqrt\s*\(([^()]*)\)")
-_ROOT_SIGN = re.compile(r"√\s*\{?([0-9A-Za-z.]+)\}?")
-_FRACTION = re.compile(r"\\frac(?:\{([\w.]+)\}|(\d))(?:\{([\w.]+)\}|(\d))")
-_OPERATION = re.compile(r"[+*/^×÷·√]|\\(?:sqrt|frac|cdot|times|div)|(?<=[\w)}])-")
-
-
-def _compact(text: str) -> str:
-    """An expression as written, spelled one way: no spaces, ``$`` or spacing commands; ``sqrt(x)``, ``√x`` and
-    ``\\sqrt{x}`` alike; ``\\frac{a}{b}``, ``\\dfrac{a}{b}`` and ``a/b`` alike."""
-    text = re.sub(r"\\(?:left|right)\b|\\[,;:! ]|[\s$]", "", text)
-    text = _FRACTION.sub(r"\1\2/\3\4", re.sub(r"\\[dt]frac\b", r"\\frac", text))
-    return _ROOT_SIGN.sub(r"\\sqrt{\1}", _SQRT_CALL.sub(r"\\sqrt{\1}", text))
-
-
-def restates_question(pred: str | None, question: str, gold: Any) -> bool:
-    """The answer is an expression copied from the question unevaluated ("Simplify √45" answered √45, "What is
-    17*23?" answered 17*23): math-verify rightly calls it equal to the gold, but nothing was solved. A plain number
-    or the gold as written is never a restatement, nor is a copy when the question offers the gold's own expression
-    ("Which is larger, 2/3 or 3/5?")."""
-    answer, asked, expected = _compact(pred or ""), _compact(question), _compact(str(gold))
-    compound = _OPERATION.search
-    return (bool(answer) and compound(answer) is not None and answer in asked and answer != expected
-            and not (compound(expected) and expected in asked))
-
-
 def verify_answers(
     golds: list[Any], preds: list[str | None], pool: MathVerifyPool | None = None,
     prompts: list[Any] | None = None,
 ) -> list[float | None]:
-    """Equivalence of each prediction with its gold (see ``math_equal``); with ``prompts``, an answer that only
-    restates its question's expression scores 0."""
+    """Equivalence of each prediction with its gold (see ``math_equal``); with ``prompts``, an answer that is the
+    expression its question asks to evaluate, handed back unevaluated, scores 0 (``restatement``)."""
     out: list[float | None] = [None] * len(golds)
     slow: list[int] = []
     for i, (gold, pred) in enumerate(zip(golds, preds)):

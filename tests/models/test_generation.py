@@ -3,10 +3,17 @@ same distribution as TRL's default path (same greedy tokens), and the choice is 
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+
 import pytest
 
-from grpo_fast.models import load_model
-from grpo_fast.models.generation import choose_engine
+from grpo_fast.models import VLLM_CPU_ENV, generation, load_model
+from grpo_fast.models import machine as machine_facts
+from grpo_fast.models.generation import VLLM_MIN_COMPLETION, choose_engine, vllm_choice
 from grpo_fast.run.prepare import prepare
 from grpo_fast.run.resolve import resolve_config
 from grpo_fast.run.stages import build_trainer
@@ -79,8 +86,6 @@ def test_auto_says_why_and_leaves_vllm_alone(tiny_model_dir, tmp_path, capsys):
 
 
 def test_auto_turns_colocated_vllm_on_only_where_it_measured_faster():
-    from grpo_fast.models.generation import VLLM_MIN_COMPLETION, vllm_choice
-
     long = f"max_completion_length={VLLM_MIN_COMPLETION}"
     here = {"cuda": False, "vllm": True, "native_bf16": True}
     on, why = vllm_choice(resolve_config("code", ["profile=cpu", long]), **here)
@@ -101,26 +106,58 @@ def test_auto_turns_colocated_vllm_on_only_where_it_measured_faster():
         assert not on and reason in why, (case, why)
 
 
-def test_pick_vllm_changes_the_config_and_says_why(monkeypatch):
-    import importlib.util
-    import os
+class _Cpu:
+    def __init__(self, native_bf16: bool):
+        self.native_bf16 = native_bf16
 
-    from grpo_fast import models
-    from grpo_fast.models import VLLM_CPU_ENV, cpu_choice, generation
 
+# Written out by hand, not computed by the code under test: each machine and whether auto turns vLLM on there
+PICKS = [
+    ({"cuda": False, "vllm": True, "native_bf16": True}, True),
+    ({"cuda": False, "vllm": False, "native_bf16": True}, False),  # not installed
+    ({"cuda": False, "vllm": True, "native_bf16": False}, False),  # emulated bf16: never measured
+    ({"cuda": True, "vllm": True, "native_bf16": True}, False),  # a GPU: the profile decides
+]
+
+
+@pytest.mark.parametrize(("machine", "expected"), PICKS)
+def test_pick_vllm_on_each_machine(machine, expected, monkeypatch):
+    """pick_vllm reads this machine's facts itself: each one is set here, so every machine's answer is checked."""
     monkeypatch.setenv(VLLM_CPU_ENV, "0")  # restored after the test: pick_vllm sets it
-    cfg = resolve_config("code", ["profile=cpu", f"max_completion_length={generation.VLLM_MIN_COMPLETION}"])
-    installed = importlib.util.find_spec("vllm") is not None
-    if installed or models.cuda_available() or not cpu_choice.cpu_class().native_bf16:
-        assert generation.pick_vllm(cfg) == generation.vllm_choice(
-            cfg, cuda=models.cuda_available(), vllm=installed and not models.cuda_available(),
-            native_bf16=cpu_choice.cpu_class().native_bf16)[0]
-        return
-    assert not generation.pick_vllm(cfg) and not cfg.args.use_vllm  # here: no vLLM installed
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm"
-                        else real_find_spec(name, *a))
-    assert generation.pick_vllm(cfg) and cfg.args.use_vllm and cfg.args.vllm_mode == "colocate"
-    assert any(n.startswith("use_vllm=True: generation: auto") for n in cfg.notes), cfg.notes
-    assert not generation.pick_vllm(cfg)  # once: use_vllm is on now
-    assert os.environ[VLLM_CPU_ENV] == "1"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (object() if machine["vllm"] else None)
+                        if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr(machine_facts, "cuda_available", lambda: machine["cuda"])
+    monkeypatch.setattr(generation, "cpu_class", lambda: _Cpu(machine["native_bf16"]))
+    cfg = resolve_config("code", ["profile=cpu", f"max_completion_length={generation.VLLM_MIN_COMPLETION}"])
+    assert generation.pick_vllm(cfg) is expected
+    assert bool(cfg.args.use_vllm) is expected and (os.environ[VLLM_CPU_ENV] == "1") is expected
+    picked = [n for n in cfg.notes if n.startswith("use_vllm=True: generation: auto")]
+    assert len(picked) == int(expected), cfg.notes
+    if expected:  # the run says where the figure came from, and that it was not this machine
+        assert cfg.args.vllm_mode == "colocate"
+        assert "bench_generation_cpu_code_vllm_colocate.json" in picked[0] and "not on this machine" in picked[0]
+        assert not generation.pick_vllm(cfg)  # once: use_vllm is on now
+
+
+BENCH = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["VLLM_LONG", "VLLM_SHORT_RUN"])
+def test_the_vllm_figures_are_the_committed_benchmarks(name):
+    """Each figure auto quotes, recomputed from its benchmark JSON: the ratio, rounds, shape, length, date, load."""
+    figure = getattr(generation, name)
+    data = json.loads((BENCH / figure.file).read_text())
+    (result,) = data["results"].values()
+    engines = result["engines"]
+    assert figure.ratio == round(engines["vllm_colocate"]["steps_per_s"] / engines["trl"]["steps_per_s"], 2)
+    rows, tokens = (int(n) for n in re.match(r"(\d+) x (\d+) tokens", result["shape"]).groups())
+    assert (figure.rows, figure.max_tokens, figure.rounds) == (rows, tokens, data["rounds"])
+    assert figure.fixed_length is bool(data.get("fixed_length"))
+    assert figure.tokens_each == round(engines["vllm_colocate"]["tokens"] / rows, 1)
+    assert figure.date == data["date"]
+    loads = [float(x) for x in (data["machine"]["load"] + " " + data["load_after"]).split()]
+    assert figure.load == (round(min(loads), 1), round(max(loads), 1))
+    assert f"{data['machine']['cores']}-core" in figure.machine and "Xeon" in data["machine"]["cpu"]
+    assert f"{figure.ratio:.2f}x" in figure.said() and figure.file in figure.said()
+    assert generation.VLLM_MIN_COMPLETION == generation.VLLM_LONG.max_tokens

@@ -53,6 +53,35 @@ def test_the_mode_is_found_by_rendering_the_template(tokenizer):
         thinking_mode("off", plain)
 
 
+BROKEN = "{{ raise_exception('this template needs a system message') }}"
+
+
+def test_a_template_that_fails_to_render_is_named_with_its_error(thinking_dir, caplog):
+    tokenizer = models.load_tokenizer(str(thinking_dir))
+    tokenizer.chat_template = BROKEN
+    auto = thinking_mode("auto", tokenizer, model="tiny")
+    assert not auto.active and auto.kwargs == {}
+    told = auto.describe()
+    assert "the chat template of tiny fails to render" in told and "this template needs a system message" in told
+    assert "no thinking mode" not in told
+    assert "this template needs a system message" in caplog.text
+    with pytest.raises(UserError, match="thinking: on, but the chat template of tiny fails to render.*system message"):
+        thinking_mode("on", tokenizer, model="tiny")
+    # only the thinking switch breaks: said so, with the flag that broke it
+    tokenizer.chat_template = THINKING_TEMPLATE.replace(
+        "{% if enable_thinking is defined and not enable_thinking %}",
+        "{% if enable_thinking is defined and enable_thinking %}{{ raise_exception('no thinking here') }}{% endif %}"
+        "{% if enable_thinking is defined and not enable_thinking %}")
+    assert tokenizer.chat_template != THINKING_TEMPLATE
+    switch = thinking_mode("auto", tokenizer, model="tiny")  # it still opens <think> itself: on, without the flag
+    assert switch.active and switch.kwargs == {}
+    assert "fails to render with enable_thinking=True (TemplateError: no thinking here)" in switch.describe()
+    # the run's report carries it
+    cfg = resolve_config("demo", [f"model={thinking_dir}"])
+    tokenizer.chat_template = BROKEN
+    assert "this template needs a system message" in for_run(cfg, tokenizer).describe()
+
+
 def test_the_run_gets_the_mode_room_to_think_and_judged_gold(thinking_dir, in_tmp):
     prep = prepare(resolve_config("demo", [f"model={thinking_dir}"]))
     assert prep.thinking.active and prep.thinking.opened

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 
 import pytest
 
+from grpo_fast.recipes.math import SYSTEM_PROMPT
 from grpo_fast.rewards import math_accuracy_reward, math_equal
 from grpo_fast.rewards.mathverify import MathVerifyPool, verify_answers
+from grpo_fast.rewards.restatement import restates_question
 
 
 def score(completions, answers):
@@ -116,24 +119,93 @@ def test_list_and_step_numbers_are_not_final_answers(text, score):
 
 
 def ask(question: str) -> list[dict]:
-    return [{"role": "system", "content": "Solve the problem. Answer in <answer> tags."},
-            {"role": "user", "content": question}]
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
 
 
-@pytest.mark.parametrize(
-    ("question", "completion", "gold"),
-    [
-        ("Simplify $\\sqrt{45}$.", "<reasoning>45 = 9 * 5</reasoning>\n<answer>\\sqrt{45}</answer>", "3\\sqrt{5}"),
-        ("Simplify $\\sqrt{45}$.", "So the answer is $\\sqrt{45}$", "3\\sqrt{5}"),
-        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>\\frac{54}{36}</answer>", "\\frac{3}{2}"),
-        ("Simplify $\\frac{54}{36}$ to lowest terms.", "\\boxed{54/36}", "\\frac{3}{2}"),
-        ("What is 17 * 23?", "<answer>17 * 23</answer>", "391"),
-    ],
-)
-def test_the_question_copied_unevaluated_scores_zero(question, completion, gold):
-    """math-verify calls "√45" equal to 3√5: without the question, an echo of "Simplify √45" was paid full."""
-    assert score([completion], [gold]) == [1.0]  # the equivalence holds...
-    assert math_accuracy_reward(prompts=[ask(question)], completions=[completion], answer=[gold]) == [0.0]
+def written(answer: str) -> list[str]:
+    """A final answer the ways models write it: the math recipe's tags, a box, a sentence (LaTeX in ``$``)."""
+    ways = [f"<reasoning>\nI worked it out.\n</reasoning>\n<answer>\n{answer}\n</answer>",
+            f"<answer>{answer}</answer>", f"So the answer is $\\boxed{{{answer}}}$.", f"The answer is ${answer}$."]
+    return ways + ([f"The answer is {answer}."] if re.fullmatch(r"[\d.,]+(/\d+)?", answer) else [])
+
+
+def judged(question: str, completion: str, gold: str) -> tuple[float | None, float | None]:
+    """(with the question passed, without it)."""
+    return (math_accuracy_reward(prompts=[ask(question)], completions=[completion], answer=[gold])[0],
+            math_accuracy_reward(prompts=None, completions=[completion], answer=[gold])[0])
+
+
+def cases(table):
+    return [(q, gold, answer) for q, golds, answers in table for gold in golds for answer in answers]
+
+
+ECHOES = [  # the expression the question asks to evaluate, handed back whole and unevaluated
+    ("Compute 2^10", ["1024", "1024.0", "1{,}024"], ["2^{10}", "2^10"]),
+    ("Compute $2^{10}$.", ["1024", "1024.0"], ["2^{10}", "2^10"]),
+    ("What is the value of $2^{10}$?", ["1024"], ["2^{ 10 }", "2 ^ 10"]),
+    ("Simplify $\\frac{54}{36}$ to lowest terms.", ["\\frac{3}{2}", "\\dfrac32", "3/2", "1.5"],
+     ["\\frac{54}{36}", "\\dfrac{54}{36}", "54/36", "\\frac{54} {36}"]),
+    ("Simplify 54/36.", ["\\frac{3}{2}", "1.5"], ["\\frac{54}{36}", "54/36"]),
+    ("Simplify $\\sqrt{45}$.", ["3\\sqrt{5}", "3\\sqrt5", "3*sqrt(5)"], ["\\sqrt{45}", "sqrt(45)"]),
+    ("What is 17 * 23?", ["391", "391.0"], ["17 * 23", "17 \\times 23", "17\\cdot 23", "17*23"]),
+    ("What's 17 \\times 23?", ["391"], ["17*23", "17 \\cdot 23"]),
+    ("17 * 23 = ?", ["391"], ["17 \\times 23"]),
+    ("Express 3/4 as a decimal.", ["0.75"], ["3/4", "\\frac{3}{4}"]),  # lowest terms, but a decimal was asked
+    ("Compute 5!", ["120"], ["5!"]),
+    ("Compute $\\dbinom{8}{4}$.", ["70"], ["\\dbinom{8}{4}", "\\binom{8}{4}"]),
+    ("Question: Compute 2^10\nAnswer:", ["1024"], ["2^{10}"]),
+    ("What is 17 * 23 equal to?", ["391"], ["17 \\cdot 23"]),
+    ("Find $\\frac{6}{8}$ in simplest form.", ["\\frac34", "0.75"], ["\\frac{6}{8}", "6/8"]),
+    ("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", ["\\frac{\\sqrt{2}}{2}"], ["\\frac{1}{\\sqrt2}"]),
+    ("Evaluate $\\frac{1}{2} + \\frac{1}{3}$.", ["\\frac{5}{6}", "5/6"], ["\\frac{1}{2}+\\frac{1}{3}", "1/2 + 1/3",
+                                                                           "\\dfrac12+\\dfrac13"]),
+]
+
+
+@pytest.mark.parametrize(("question", "gold", "answer"), cases(ECHOES))
+def test_the_question_copied_unevaluated_scores_zero(question, gold, answer):
+    """math-verify calls "√45" equal to 3√5: without the question an echo of "Simplify √45" is paid full; beside
+    it, nothing was solved."""
+    for completion in written(answer):
+        assert judged(question, completion, gold) == (0.0, 1.0), completion
+
+
+HONEST = [  # right answers beside their question: full marks with the question passed and without it
+    ("Compute 2^10", ["1024", "1024.0"], ["1024", "1,024"]),
+    ("Which is larger, 3/4 or 2/3?", ["0.75", "3/4", "\\frac{3}{4}", "\\frac34"],
+     ["3/4", "\\frac{3}{4}", "\\dfrac34", "0.75", "\\frac{6}{8}"]),
+    ("Which is larger, $\\frac{3}{4}$ or $\\frac{2}{3}$?", ["0.75", "\\frac34"], ["3/4", "\\frac{3}{4}", "0.75"]),
+    ("Which is larger, 6/8 or 2/3?", ["0.75", "3/4"], ["6/8", "\\frac{6}{8}"]),  # not in lowest terms: offered
+    ("Which of 1/2, 2/3 and 3/4 is the largest?", ["0.75", "\\frac{3}{4}"], ["3/4", "\\frac{3}{4}"]),
+    ("Compute 3/4 or 2/3, whichever is larger.", ["0.75"], ["3/4"]),
+    ("Which is larger, $\\sqrt{2}$ or $\\frac{4}{3}$?", ["\\sqrt2", "\\sqrt{2}", "sqrt(2)"],
+     ["\\sqrt{2}", "\\sqrt2", "sqrt(2)"]),
+    ("Is $\\sqrt{8}$ or $2\\sqrt{3}$ smaller?", ["2\\sqrt{2}", "2\\sqrt2"], ["\\sqrt{8}", "\\sqrt8"]),
+    ("Simplify $\\frac{\\sqrt{8}}{2}$.", ["\\sqrt2", "\\sqrt{2}"], ["\\sqrt{2}", "\\sqrt2"]),
+    ("What is $\\frac{3}{4} \\cdot 1$?", ["0.75", "3/4", "\\frac34"], ["3/4", "\\frac{3}{4}"]),  # a part of it
+    ("What is $\\sqrt{2} \\times \\sqrt{1}$?", ["\\sqrt2"], ["\\sqrt{2}"]),
+    ("Evaluate $2^{10} \\cdot 2^0$.", ["1024"], ["2^{10}"]),
+    ("What is 3/4 of 12?", ["9"], ["9", "27/3"]),
+    ("Simplify $\\frac{3}{4}$.", ["0.75", "3/4"], ["3/4", "\\frac{3}{4}"]),  # already in lowest terms
+    ("Compute $-\\frac{3}{4}$.", ["-0.75"], ["-3/4", "-\\frac{3}{4}", "\\frac{-3}{4}"]),
+    ("Which is larger, 3/4 or 0.7? Give your answer as a decimal.", ["0.75"], ["3/4"]),  # offered: kept
+    ("Which is bigger: $2^{10}$ or $10^3$?", ["1024"], ["2^{10}"]),
+    ("What is the larger of $2^{10}$ and $10^3$?", ["1024", "2^{10}"], ["2^{10}", "2^10"]),
+    ("Find $x$ if $2x = \\frac{3}{2} \\cdot 2$.", ["1.5", "\\frac{3}{2}"], ["\\frac32", "3/2"]),
+    ("Simplify $\\sqrt{2}$.", ["\\sqrt{2}", "1.4142135623730951"], ["\\sqrt2"]),
+    ("Simplify $\\frac{54}{36}$ to lowest terms.", ["\\frac{3}{2}", "\\dfrac32", "3/2", "1.5"],
+     ["\\frac{3}{2}", "\\dfrac{3}{2}", "3/2", "1.5"]),
+    ("Simplify $\\sqrt{45}$.", ["3\\sqrt{5}", "3\\sqrt5"], ["3\\sqrt{5}", "3 \\sqrt5", "3\\cdot\\sqrt{5}"]),
+    ("Write 1024 as a power of 2.", ["2^{10}", "2^10"], ["2^{10}", "2^10"]),
+    ("Write $2^{10}$ as a power of 4.", ["4^5"], ["4^{5}"]),
+    ("What is 17 * 23?", ["391"], ["391", "17 * 23 = 391"]),
+]
+
+
+@pytest.mark.parametrize(("question", "gold", "answer"), cases(HONEST))
+def test_right_answers_keep_full_marks_beside_their_question(question, gold, answer):
+    for completion in written(answer):
+        assert judged(question, completion, gold) == (1.0, 1.0), completion
 
 
 @pytest.mark.parametrize(
@@ -141,14 +213,19 @@ def test_the_question_copied_unevaluated_scores_zero(question, completion, gold)
     [
         ("Simplify $\\sqrt{45}$.", "<reasoning>45 = 9 * 5</reasoning>\n<answer>3\\sqrt{5}</answer>", "3\\sqrt{5}"),
         ("Simplify $\\sqrt{45}$.", "so $\\sqrt{45} = \\boxed{3\\sqrt{5}}$", "3\\sqrt{5}"),
-        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>\\dfrac{3}{2}</answer>", "\\frac{3}{2}"),
-        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>3/2</answer>", "\\frac{3}{2}"),
-        ("Simplify $\\frac{54}{36}$ to lowest terms.", "<answer>1.5</answer>", "\\frac{3}{2}"),
         ("What is 17 * 23?", "17 * 23 = 391, so the answer is 391", "391"),
-        ("Which is larger, 2/3 or 3/5?", "<answer>2/3</answer>", "\\frac{2}{3}"),
         ("Solve $x + 3 = 0$.", "<answer>-3</answer>", "-3"),
         ("A farm has 3 fields of 4 cows. How many cows?", "3 * 4 = 12 cows. <answer>12</answer>", "12"),
+        ("Compute 2^10", "2^10 = 1024", "1024"),
     ],
 )
 def test_solved_answers_keep_full_marks_beside_their_question(question, completion, gold):
-    assert math_accuracy_reward(prompts=[ask(question)], completions=[completion], answer=[gold]) == [1.0]
+    assert judged(question, completion, gold) == (1.0, 1.0)
+
+
+def test_a_hostile_question_is_judged_in_bounded_time():
+    start = time.monotonic()
+    deep = "Simplify $" + "\\frac{" * 5_000 + "1" + "}{2}" * 5_000 + "$."
+    assert not restates_question("\\frac{1}{2}", deep, "0.5")
+    assert not restates_question("2^{10}", "Compute 2^10 " + "$x$ or " * 20_000, "1024")
+    assert time.monotonic() - start < 10.0

@@ -192,9 +192,20 @@ def test_every_registered_reward_survives_a_pickle_round_trip(name):
     assert back(completions=chat(TEXTS), **kwargs) == first
 
 
-def test_presets_pickle():
-    for preset in R.PRESETS.values():
-        assert [f.__name__ for f in pickle.loads(pickle.dumps(preset.funcs))] == preset.names
+@pytest.mark.parametrize("name", sorted(R.PRESETS))
+def test_presets_pickle(name):
+    """A preset round-trips (TRL's reward workers pickle rewards) and every reward in it scores as before: the
+    factories' settings (a summary column, a length ratio) travel with it, not only the names."""
+    preset = R.PRESETS[name]
+    back = pickle.loads(pickle.dumps(preset))
+    assert (back.names, back.weights, back.judge.__name__) == (preset.names, preset.weights, preset.correctness)
+    kwargs = dict(prompts=["q1", "q1", "q2"], completion_ids=[[1] * 3, [1] * 30, [1] * 12], **ROWS)
+    # near each row's reference (the summary's length and words, the answer), where every setting shows
+    near = ["a cat sat", "<reasoning>\nFirst, 6 * 7.\n</reasoning>\n<answer>\n42\n</answer>", TEXTS[0]]
+    for texts in (TEXTS, near):
+        for fn, again in zip(preset.funcs, back.funcs):
+            first = fn(completions=chat(texts), **kwargs)
+            assert again(completions=chat(texts), **kwargs) == first, (fn.__name__, first)
 
 
 def test_the_gold_self_test_counts_unparsable_golds():

@@ -41,6 +41,7 @@ def test_wrong_or_hedged_answers_score_zero(answer: str) -> None:
 
 
 @pytest.mark.parametrize(("answer", "score"), [("4837 * 2913", 0.0), ("<answer>4837*2913</answer>", 0.0),
+                                               ("$4837 \\times 2913$", 0.0), ("\\boxed{4837 \\cdot 2913}", 0.0),
                                                ("4837 * 2913 = 14090181", 1.0), ("14090181", 1.0)])
 def test_the_question_copied_back_is_no_answer(answer: str, score: float) -> None:
     # math-verify evaluates "4837 * 2913" to the gold; beside its question it is an echo, not a result
