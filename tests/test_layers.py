@@ -4,29 +4,30 @@ module imports a higher layer. The layer order is the README's layout, lowest fi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "grpo_fast"
-# Lowest first; a module may import its own layer and any layer below it, never one above.
-LAYERS = [
-    ["errors", "files", "entry"],
-    ["sandbox"],
-    ["config"],
-    ["data"],
-    ["rewards", "tools"],
-    ["recipes"],
-    ["models"],
-    ["rundir"],
-    ["watch"],
-    ["run"],
-    ["evaluate", "export", "scale", "doctor"],
-    ["infer"],
-    ["train"],
-    ["__init__"],
-    ["cli", "__main__"],
-]
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "grpo_fast"
+
+
+def readme_layers() -> list[list[str]]:
+    """The README's layout, lowest layer first: each line of its ``grpo_fast/`` block names a layer's modules
+    (``errors.py, files.py, entry.py   the ground floor ...``) before its description."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    layers = []
+    for line in block.splitlines():
+        if not line.startswith("  ") or line.startswith("   "):
+            continue
+        names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        layers.append([n.strip().removesuffix(".py").removesuffix("/") for n in names.split(",")])
+    return layers
+
+
+LAYERS = readme_layers()
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
