@@ -33,7 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from bench_learning import RESULTS, finished, grpo_steps, machine
+from recipe_noise import intervals, said
 
 CONFIGS = Path(__file__).resolve().parent.parent / "recipes"
 RECIPES = ("math", "code", "qa", "summarization")
@@ -42,7 +44,10 @@ MAIN = {"math": "accuracy", "code": "accuracy", "qa": "accuracy", "summarization
 """Each recipe's headline, its ``Recipe.metric``: the share of greedy answers at the judge's full score (math-verify
 right, every test passed in the sandbox, fuzzy match 1.0), or for summarization the mean ROUGE-L (graded: a
 greedy summary never reaches 1.0). Beside it: the judge's mean and pass@1 from one sampled answer a row."""
-LABELS = {"accuracy": "accuracy (greedy)", "pass@1": "pass@1 (sampled)", "pass@4": "pass@4 (4 sampled)",
+MAIN_NAME = {"accuracy": "greedy accuracy: share of held-out rows whose one greedy answer gets the judge's full score",
+             "score": "mean ROUGE-L of the greedy summaries against the reference (held-out rows)"}
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = {"accuracy": "greedy accuracy", "pass@1": "pass@1 (sampled)", "pass@4": "pass@4 (4 sampled)",
           "format": "format"}
 JUDGE = {"code": "tests passed (mean share)", "qa": "fuzzy match (mean)", "summarization": "ROUGE-L (mean)"}
 EXTRA = {"math": ["pass@1", "pass@4"], "code": ["pass@1", "score"], "qa": ["score"], "summarization": []}
@@ -59,25 +64,47 @@ def run_one(recipe: str, seed: int, work: Path, threads: int) -> dict:
                f"run_dir={run}", f"cpu_threads={threads}"]
         with (work / f"{run.name}.log").open("w") as log:
             code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-        meta.write_text(json.dumps({"command": " ".join(cmd[1:]), "exit_code": code,
+        meta.write_text(json.dumps({"command": " ".join(cmd[1:]), "provenance": provenance(), "exit_code": code,
                                     "wall_s": round(time.time() - start, 1), "machine_start": before,
                                     "machine_end": machine()}, indent=2))
     return collect(recipe, seed, run, json.loads(meta.read_text()))
 
 
+def provenance() -> dict:
+    """The code a run starts on: the commit checked out and whether tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    return {"reconstructed": False, "code_commit": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "how": "git rev-parse HEAD and git status when the run started (bench_recipes.py)"}
+
+
 def collect(recipe: str, seed: int, run: Path, meta: dict) -> dict:
-    """The record of one finished run: held-out metrics base and trained, the judge during GRPO, health."""
+    """The record of one finished run: its commit, its resolved config (the run directory's config.yaml), held-out
+    metrics base and trained with per-row scores and intervals, the judge during GRPO, health."""
     record = {"recipe": recipe, "seed": seed, "run_dir": str(run), **meta}
+    if (run / "config.yaml").exists():
+        record["config"] = yaml.safe_load((run / "config.yaml").read_text())
+        record["config_source"] = "the run directory's config.yaml, as the run resolved and wrote it"
     if not finished(run, evaluated=True):
         return {**record, "error": f"no eval.json (exit {meta['exit_code']}; see {run}.log)"}
     evaluated = json.loads((run / "eval.json").read_text())
     keep = ("rows", "accuracy", "score", "format", "pass@1", f"pass@{evaluated['base']['k']}", "mean_length",
-            "clipped", "rewards")
+            "clipped", "rewards", "per_row")
     record.update({side: {k: evaluated[side].get(k) for k in keep} for side in ("base", "trained")})
     record["main"] = MAIN[recipe]
+    record["main_name"] = MAIN_NAME[MAIN[recipe]]
+    record["intervals"] = intervals(record, interval_metrics(record))
     record["judge"] = judge_during_grpo(recipe, run)
     record["health"] = health_warnings(run)
     return record
+
+
+def interval_metrics(record: dict) -> list[str]:
+    """The held-out figures that get an interval: the headline, greedy accuracy, the judge's mean, pass@1/pass@k."""
+    found = ["accuracy", "score", *sorted(k for k in record["base"] if k.startswith("pass@"))]
+    return [record["main"], *(m for m in found if m != record["main"])]
 
 
 def judge_during_grpo(recipe: str, run: Path) -> dict:
@@ -112,6 +139,22 @@ def cell(record: dict, metric: str) -> str:
     return "–" if a is None or b is None else f"{a:.2f} → {b:.2f}"
 
 
+def band(record: dict, metric: str) -> str:
+    """The 95% intervals of ``metric``, base / trained (``unavailable`` where the run kept no per-row scores)."""
+    entry = record.get("intervals", {}).get(metric) or {}
+    a, b = entry.get("base"), entry.get("trained")
+    if a is None or b is None:
+        return "unavailable (no per-row scores)"
+    return f"[{a[0]:.2f}, {a[1]:.2f}] / [{b[0]:.2f}, {b[1]:.2f}]"
+
+
+def commit(record: dict) -> str:
+    """The code commit, short; ``(reconstructed)`` for runs whose commit was read back from git history."""
+    given = record.get("provenance") or {}
+    sha = (given.get("code_commit") or "?")[:7]
+    return f"{sha}{'+dirty' if given.get('dirty') else ''}{' (reconstructed)' if given.get('reconstructed') else ''}"
+
+
 def shown(recipe: str) -> list[str]:
     """The metrics the table shows for a recipe: the headline first, then format and each non-judge reward."""
     from grpo_fast.recipes import get_recipe
@@ -130,8 +173,8 @@ def table(records: list[dict]) -> str:
             continue
         metrics = shown(recipe)
         labels = [JUDGE.get(recipe, m) if m == "score" else LABELS.get(m, m) for m in metrics]
-        head = ["seed", *labels, "GRPO steps judge > 0", "wall", "load (start/end)",
-                "health warnings"]
+        head = ["seed", f"{labels[0]} (change, verdict)", "95% interval base / trained", *labels[1:],
+                "GRPO steps judge > 0", "wall", "load (start/end)", "health warnings", "commit"]
         out += [f"**{recipe}** (`recipes/{recipe}_cpu.yaml`)", "", "| " + " | ".join(head) + " |",
                 "|" + " --- |" * len(head)]
         for r in sorted(mine, key=lambda r: r["seed"]):
@@ -140,10 +183,11 @@ def table(records: list[dict]) -> str:
                 continue
             judge = r["judge"]
             load = f"{r['machine_start']['load_avg'][0]:.1f} / {r['machine_end']['load_avg'][0]:.1f}"
-            out.append("| " + " | ".join([str(r["seed"]), *(cell(r, m) for m in metrics),
+            out.append("| " + " | ".join([str(r["seed"]), said(r, metrics[0]), band(r, metrics[0]),
+                                          *(cell(r, m) for m in metrics[1:]),
                                           f"{judge['steps_with_any_score']} of {judge['steps']}",
                                           f"{r['wall_s'] / 60:.1f} min", load,
-                                          ", ".join(r["health"]) or "none"]) + " |")
+                                          ", ".join(r["health"]) or "none", commit(r)]) + " |")
         out.append("")
     return "\n".join(out)
 
@@ -170,7 +214,7 @@ def main() -> int:
             RESULTS.mkdir(exist_ok=True)
             DEST.write_text(json.dumps({"about": __doc__.splitlines()[0], "machine": machine(),
                                         "nice": os.nice(0), "notes": notes, "runs": kept}, indent=2))
-            print(f"{recipe} seed {seed}: {record.get('error') or cell(record, MAIN[recipe])} "
+            print(f"{recipe} seed {seed}: {record.get('error') or said(record, MAIN[recipe])} "
                   f"({record['wall_s']:.0f} s)", flush=True)
     print(table(kept))
     return 0

@@ -39,10 +39,14 @@ def main() -> int:
     broken = {n: spec for n, spec in labels["broken"].items() if chosen(n)}
     missing = [n for n in [*labels["healthy"], *labels["broken"]] if not (CORPUS / n / "metrics.jsonl").exists()]
 
+    independent = {n for n, p in labels.get("provenance", {}).items() if p.get("independent")}
+    warned, hit = set(), set()  # runs with any warning; broken runs caught with a labelled kind in time
     print("healthy runs (no warning, no stop allowed):")
     false_alarms, stopped = 0, 0
     for name in healthy:
         warn = grpo_fast.health(CORPUS / name, **thresholds)
+        if warn.warnings:
+            warned.add(name)
         stop = grpo_fast.health(CORPUS / name, on_alarm="stop", **thresholds)
         false_alarms += bool(warn.warnings)
         stopped += stop.stopped_by is not None
@@ -60,6 +64,8 @@ def main() -> int:
         first = warn.first_step(spec["kinds"])
         ok = first is not None and first <= spec["by_step"]
         caught += ok
+        warned |= {name} if warn.warnings else set()
+        hit |= {name} if ok else set()
         if first is not None:
             delays.append(first)
         stop_ok = stop.stopped_by is not None and stop.stopped_by.step <= spec["by_step"]
@@ -75,9 +81,20 @@ def main() -> int:
     print(f"caught: {caught} of {len(broken)} broken runs with a labelled kind in time; steps to detection: "
           + (", ".join(map(str, delays)) if delays else "-")
           + f"; on_alarm: stop stops {stop_caught} of {len(broken)} by the labelled step")
+    every = set(healthy) | set(broken)
+    for title, subset in (("all runs", every),
+                          ("independent runs (no rule's author had seen them)", every & independent)):
+        mine_broken, mine_warned = set(broken) & subset, warned & subset
+        print(f"{title}: {len(subset)} ({len(mine_broken)} broken, {len(subset) - len(mine_broken)} healthy); "
+              f"precision {ratio(len(mine_warned & set(broken)), len(mine_warned))} (warned runs that are broken), "
+              f"recall {ratio(len(hit & subset), len(mine_broken))} (broken runs caught in time)")
     if missing:
         print(f"not recorded yet: {', '.join(missing)} (benchmarks/health_corpus.py)")
     return 0 if false_alarms == 0 and stopped == 0 and caught == len(broken) else 1
+
+
+def ratio(a: int, b: int) -> str:
+    return f"{a} of {b}" if b else "undefined (0 of 0)"
 
 
 if __name__ == "__main__":

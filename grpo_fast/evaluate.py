@@ -61,6 +61,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
     share of full (for graded judges such as ROUGE). format: share of greedy completions at the format
     reward's maximum (None without one). mean_length: greedy tokens. clipped: share of greedy completions cut
     at ``max_new_tokens``. pass@1 / pass@k: from ``n`` (default k) samples at ``temperature`` per row.
+    per_row: each held-out row's greedy score (a share of full), whether it was correct, and its pass@1 / pass@k,
+    in row order, so an interval over rows (bootstrap, binomial) can be drawn from eval.json alone.
     ``environment``: run the tool loop as training did (one environment per conversation, at most
     ``max_tool_calls`` rounds of calls); adds tool_use (share of greedy completions that called a tool),
     tool_calls (calls per greedy completion) and tool_errors (share of calls that failed).
@@ -138,6 +140,8 @@ def evaluate(model: Any, tokenizer: Any, rows: Sequence[dict], rewards: RewardSe
         "k": k,
         "n": n,
         "rewards": by_reward,
+        "per_row": {"score": [(s or 0.0) / (full or 1.0) for s in judged], "correct": correct,
+                    "pass@1": [pass_at_k(n, c, 1) for c in counts], f"pass@{k}": [pass_at_k(n, c, k) for c in counts]},
         "examples": [{"prompt": _last_content(r["prompt"]), "completion": t, "correct": ok}
                      for r, t, ok in list(zip(rows, texts, correct))[:examples]],
         "system_prompt": next((m["content"] for m in rows[0]["prompt"] if m.get("role") == "system"), None)
@@ -267,7 +271,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
         settings["chat_template_kwargs"] = thinking.kwargs
     kept = base_evaluation_file(run, cfg, rows, settings, tokenizer, cfg.environment or recipe.environment)
     reused = read_json(kept) if reuse_base and kept else None
-    if reused and isinstance(reused.get("base"), dict):
+    if reused and isinstance(reused.get("base"), dict) and "per_row" in reused["base"]:  # older ones lack per_row
         base = reused["base"]
         print(f"base model: the evaluation made for {reused['run']} is reused (same weights, rows, rewards and "
               "settings)", flush=True)

@@ -82,3 +82,19 @@ def test_bad_input_is_one_message_and_exit_2(tmp_path, capsys, make, words):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_every_run_says_when_it_its_label_and_its_rules_were_written_and_broken_runs_their_outcome():
+    """Issue 52: a broken run's label stands on its recorded outcome (held-out line, judge means), and a run counts
+    as independent only when every rule judging it predates it and its label was not written after it."""
+    provenance = LABELS["provenance"]
+    assert set(provenance) == set(LABELS["healthy"]) | set(LABELS["broken"])
+    for name, spec in LABELS["broken"].items():
+        assert spec["outcome"]["judge_means"] or spec["outcome"].get("clipped_ratio_mean") is not None, name
+    for name, given in provenance.items():
+        recorded = given["run_recorded"].split()[1]
+        if given["independent"]:
+            assert all(rule.split()[1] < recorded for rule in given["rules"].values()), name
+            assert given["label_written"].split()[1] <= recorded, name
+        else:
+            assert given["why"], name
