@@ -20,7 +20,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 from memory_routes import MEMORY_ROUTES, held_and_peak, memory_job  # noqa: E402
 
 from grpo_fast.sandbox import Sandbox  # noqa: E402
-from grpo_fast.sandbox.cgroups import pool_slots  # noqa: E402
+from grpo_fast.sandbox.isolation.cgroups import pool_slots  # noqa: E402
 
 
 def main() -> None:

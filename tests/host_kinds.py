@@ -67,7 +67,7 @@ def _reachable_dirs() -> list[str]:
 
 def _become(entry: pwd.struct_passwd, userns: bool = True) -> None:
     """In the child before exec: the interpreter made reachable (own mount namespace), then the user's ids."""
-    from grpo_fast.sandbox import isolation
+    from grpo_fast.sandbox.isolation import namespaces as isolation
 
     isolation.expose_interpreter(_reachable_dirs())
     if not userns:
@@ -110,7 +110,7 @@ def _docker_seccomp() -> None:
 
 def _contain() -> None:
     """In the child before exec: a container's view of this host (see the module's docstring)."""
-    from grpo_fast.sandbox import isolation
+    from grpo_fast.sandbox.isolation import namespaces as isolation
 
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.unshare(0x20000) == 0  # CLONE_NEWNS

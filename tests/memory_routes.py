@@ -10,7 +10,7 @@ import os
 import textwrap
 
 from grpo_fast.sandbox import Sandbox, make_io_job
-from grpo_fast.sandbox.cgroups import pool_slots
+from grpo_fast.sandbox.isolation.cgroups import pool_slots
 
 S = textwrap.dedent
 

@@ -141,7 +141,7 @@ def test_rewards_check_cli_stops_when_most_references_fail(tmp_path: Path) -> No
 
 def test_shared_files_never_leave_the_working_directory(tmp_path: Path) -> None:
     """What the program sends back is checked on arrival: no absolute path, no ``..``, no link followed."""
-    from grpo_fast.sandbox.scratch import Scratch
+    from grpo_fast.sandbox.verdict.scratch import Scratch
 
     root = tmp_path / "work"
     (root / "sub").mkdir(parents=True)

@@ -303,7 +303,7 @@ def _user_namespaces_work() -> bool:
 
 
 def _landlock() -> bool:
-    from grpo_fast.sandbox import landlock
+    from grpo_fast.sandbox.isolation import landlock
 
     return landlock.abi() >= 1
 
@@ -342,7 +342,7 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
 def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
     """A virtualenv under /tmp (tmp_path is there) stays importable, read-only, under the program's fresh /tmp;
     everything else of the host's /tmp is gone."""
-    from grpo_fast.sandbox import isolation
+    from grpo_fast.sandbox.isolation import namespaces as isolation
 
     if not _namespaces_work():
         pytest.skip("needs mount namespaces")

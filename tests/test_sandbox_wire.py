@@ -19,9 +19,9 @@ import pytest
 
 from grpo_fast import sandbox as sb
 from grpo_fast.rewards.code import make_code_execution_reward
-from grpo_fast.sandbox import wire
-from grpo_fast.sandbox.connection import Connection
-from grpo_fast.sandbox.wire import Ref, WireError
+from grpo_fast.sandbox.verdict import wire
+from grpo_fast.sandbox.verdict.connection import Connection
+from grpo_fast.sandbox.verdict.wire import Ref, WireError
 
 TIMEOUT = 5.0
 ADD_ONE = ["assert f(1) == 2", "assert f(5) == 6", "assert f(41) == 42"]
@@ -139,7 +139,7 @@ def test_a_module_named_by_the_program_is_imported_only_when_harmless() -> None:
     nothing."""
     import sys
 
-    from grpo_fast.sandbox.connection import ProgramModule
+    from grpo_fast.sandbox.verdict.connection import ProgramModule
 
     for i, name in enumerate(("unittest.__main__", "antigravity", "this", "_io", "os.__dict__", "grpo_fast_sandbox")):
         value = _judge_decode(_encode(Ref("m", (name, i))))

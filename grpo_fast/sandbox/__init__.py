@@ -40,7 +40,7 @@ from .client import (
     run_program,
     weaker_than,
 )
-from .isolation import LEVELS
+from .isolation.namespaces import LEVELS
 
 __all__ = ["LEVELS", "Sandbox", "SandboxResult", "default_sandbox", "describe_isolation", "isolation_level",
            "make_cells_job", "make_io_job", "make_job", "remaining_threats", "run_many", "run_program", "weaker_than"]

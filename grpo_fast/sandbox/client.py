@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .isolation import LEVELS, STRONGEST
-from .stdio import COMPARE_MODES
+from .isolation.namespaces import LEVELS, STRONGEST
+from .verdict.stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.sandbox")
 
@@ -32,7 +32,7 @@ _BOOT = """import sys, types
 pkg = types.ModuleType("grpo_fast_sandbox")
 pkg.__path__ = [sys.argv[1]]
 sys.modules["grpo_fast_sandbox"] = pkg
-from grpo_fast_sandbox import startup
+from grpo_fast_sandbox.pool import startup
 startup.main(sys.argv[2:])
 """
 

@@ -14,7 +14,7 @@ import shutil
 import signal
 import time
 
-from . import isolation
+from . import namespaces
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 _IPC_RMID = 0
@@ -83,11 +83,11 @@ def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]
     me = os.getpid()
     reaped: list[tuple[int, int]] = []
     for _ in range(200):
-        if level in isolation.SAME_UID:  # no uid of the job's own: the trees below our adopted orphans
-            found = _stopped_trees([p for p in isolation.children(me) if p not in keep])
+        if level in namespaces.SAME_UID:  # no uid of the job's own: the trees below our adopted orphans
+            found = _stopped_trees([p for p in namespaces.children(me) if p not in keep])
         else:
             found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
-                     and isolation.process_uids(p)[1] == uid]
+                     and namespaces.process_uids(p)[1] == uid]
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -116,7 +116,7 @@ def _stopped_trees(roots: list[int]) -> list[int]:
                     os.kill(pid, signal.SIGSTOP)
                 except OSError:
                     continue
-            todo += isolation.children(pid)
+            todo += namespaces.children(pid)
         if not new:
             return sorted(seen)
 

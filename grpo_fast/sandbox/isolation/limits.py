@@ -66,7 +66,7 @@ def clear_user_keys(uid: int) -> None:
     number = _SYS_KEYCTL.get(_MACHINE)
     if number is None:
         return
-    pid = _libc.fork()  # without CPython's at-fork hooks: the child only calls into the kernel (isolation.fork_job)
+    pid = _libc.fork()  # without CPython's at-fork hooks: the child only calls into the kernel (namespaces.fork_job)
     if pid < 0:
         return
     if pid == 0:

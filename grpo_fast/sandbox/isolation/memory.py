@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from . import isolation
+from . import namespaces
 
 POLL_S = 0.02
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -42,7 +42,7 @@ def _resident(pid: int) -> int:
 def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | None) -> int:
     """Resident bytes of ``root`` and its descendants, of ``orphans`` (adopted by the forker) owned by ``uid``, and
     of the files ``uid`` owns in ``shm_dir``."""
-    seen, todo = set(), [root, *(p for p in orphans if uid is not None and isolation.process_uids(p)[0] == uid)]
+    seen, todo = set(), [root, *(p for p in orphans if uid is not None and namespaces.process_uids(p)[0] == uid)]
     total = 0
     while todo:
         pid = todo.pop()
@@ -50,7 +50,7 @@ def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | Non
             continue
         seen.add(pid)
         total += _resident(pid)
-        todo += isolation.children(pid)
+        todo += namespaces.children(pid)
     if shm_dir and uid is not None:
         for folder, dirs, files in os.walk(shm_dir, onerror=lambda err: None):  # subdirectories hold memory too
             for name in dirs + files:

@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import cgroups, cleanup, isolation, judge, kernel, landlock, limits, memory, pytest_run, scratch
+from ..isolation import cgroups, cleanup, kernel, landlock, limits, memory, namespaces
+from ..verdict import judge, pytest_run, scratch
 from .warmup import warm_up
 
 STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
@@ -60,7 +61,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the C function: signal.signal's enum wrapping costs more
         os.setsid()
         KERNEL.enter()
-        workdir = isolation.private_workdir(level, uid, workdir, kernel.root_view(site_dirs)[0])
+        workdir = namespaces.private_workdir(level, uid, workdir, kernel.root_view(site_dirs)[0])
         if desc.get("io"):  # stdin: the test's input; fd 3: the program's source
             stdin, out, err, rpc = fds
             places = ((stdin, 0), (out, 1), (err, 2), (rpc, 3))
@@ -74,7 +75,7 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             os.dup2(target + 100, target)
         os.closerange(len(places), 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
+        namespaces.drop_privileges(level, uid, int(desc["memory_mb"]), int(float(desc["timeout"])) + 2)
         KERNEL.seal(workdir, program=True)
         enter_environment(workdir)
         if desc.get("io"):  # the test's input (a memory file: seekable); otherwise fd 0 is empty
@@ -86,8 +87,8 @@ def _candidate(desc: dict[str, Any], fds: list[int], level: str, uid: int, workd
             for name, mod in list(sys.modules.items()):
                 if any(str(getattr(mod, "__file__", "") or "").startswith(d) for d in site_dirs):
                     del sys.modules[name]
-        from .runner import serve
-        from .script import run_main
+        from ..verdict.runner import serve
+        from ..verdict.script import run_main
 
         if desc.get("io"):
             run_main(3, checker=bool(desc.get("check")), cells=bool(desc.get("cells")))
@@ -109,11 +110,11 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.setsid()
         KERNEL.enter(judge=True)
         shared = scratch.shared_directory(desc, level)
-        own = level in isolation.UID_DROPPED and not shared and level not in isolation.NAMESPACED
-        if level in isolation.NAMESPACED:  # a fresh /tmp of its own (JOB_WORKDIR): no look for a writable
+        own = level in namespaces.UID_DROPPED and not shared and level not in namespaces.NAMESPACED
+        if level in namespaces.NAMESPACED:  # a fresh /tmp of its own (JOB_WORKDIR): no look for a writable
             # temporary directory in the read-only minimal root, which finds none
             workdir = "/" if private_root and not desc.get("scratch") else \
-                isolation.private_workdir(level, uid, isolation.JOB_WORKDIR, kernel.root_view(site_dirs)[0])
+                namespaces.private_workdir(level, uid, namespaces.JOB_WORKDIR, kernel.root_view(site_dirs)[0])
         else:
             workdir = desc["workdir"] if shared else _tempdir(new=own)
         if own:  # removed with everything else its uid owns when it exits (cleanup)
@@ -125,10 +126,10 @@ def _judge(ctl: int, chan: int, level: str, uid: int, site_dirs: list[str], desc
         os.dup2(chan, 4)
         os.closerange(5, 1 << 16)
         os.chdir(workdir)
-        isolation.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
-        isolation.set_nondumpable()
+        namespaces.drop_privileges(level, uid, JUDGE_MEMORY_MB, int(float(desc["timeout"])) + 5)
+        namespaces.set_nondumpable()
         KERNEL.seal(workdir)
-        enter_environment(isolation.JOB_WORKDIR if level in isolation.NAMESPACED else workdir)
+        enter_environment(namespaces.JOB_WORKDIR if level in namespaces.NAMESPACED else workdir)
         judge.main(3, 4, shared_workdir=shared)
     finally:
         os._exit(1)
@@ -165,32 +166,32 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
         os.sched_setaffinity(0, {cpu})  # refused (the CPU went offline): this forker dies, the pool restarts
     KERNEL = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,  # before the
                            limits.Seccomp(seccomp.job) if seccomp else None)  # root is left
-    isolation.set_pdeathsig()
-    isolation.set_nondumpable()
-    isolation.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
-    pidns = isolation.PidNamespaces() if level in isolation.NAMESPACED else None
-    networks = isolation.SlotNetwork() if pidns is not None else None
+    namespaces.set_pdeathsig()
+    namespaces.set_nondumpable()
+    namespaces.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
+    pidns = namespaces.PidNamespaces() if level in namespaces.NAMESPACED else None
+    networks = namespaces.SlotNetwork() if pidns is not None else None
     if pidns is None:
-        isolation.set_subreaper()  # orphans of programs come to us, to be killed
+        namespaces.set_subreaper()  # orphans of programs come to us, to be killed
     if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
-        isolation.minimal_root(*kernel.root_view(site_dirs))
+        namespaces.minimal_root(*kernel.root_view(site_dirs))
     watch = None
     if "memory" not in slot_cgroups.slots:  # the kernel's per-job memory limit is refused: ``memory`` instead
-        watch = memory.Watch(shared_shm=level in isolation.UID_DROPPED and pidns is None)  # not the user's own
+        watch = memory.Watch(shared_shm=level in namespaces.UID_DROPPED and pidns is None)  # not the user's own
         KERNEL.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
-    if level in isolation.LANDLOCKED:  # reads of what a program needs, for every job (each adds its own layer)
-        KERNEL.landlock = landlock.Landlock(landlock.abi(), shm=level == isolation.LANDLOCK)
+    if level in namespaces.LANDLOCKED:  # reads of what a program needs, for every job (each adds its own layer)
+        KERNEL.landlock = landlock.Landlock(landlock.abi(), shm=level == namespaces.LANDLOCK)
         keep, hide = kernel.root_view(site_dirs)
-        KERNEL.landlock.confine_template([*isolation.SYSTEM_DIRS, *keep], hide,
+        KERNEL.landlock.confine_template([*namespaces.SYSTEM_DIRS, *keep], hide,
                                          list(dict.fromkeys([*cleanup.SHARED_DIRS, _tempdir()])))
     if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
         limits.Seccomp(seccomp.template).install()
-    if level in isolation.NAMESPACED:  # every job runs in the same working directory: its environment is set here
-        enter_environment(isolation.JOB_WORKDIR)
+    if level in namespaces.NAMESPACED:  # every job runs in the same working directory: its environment is set here
+        enter_environment(namespaces.JOB_WORKDIR)
     for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
         stream.flush()
     warm_up()  # our channel code specialised once, on built-in data, rather than in every job's process
-    isolation.single_threaded()
+    namespaces.single_threaded()
     gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     wake_r, wake_w = os.pipe()
@@ -225,7 +226,7 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 if cpu is not None and os.sched_getaffinity(0) != {cpu}:  # the kernel moved us (CPU offline, cpuset)
                     os.sched_setaffinity(0, {cpu})  # the job's processes must be born on the slot's CPU, or none
                 off = int(desc["uid"]) % UID_SPAN
-                uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != isolation.USERNS else (0, 0)
+                uid, judge_uid = (uid_bases[0] + off, uid_bases[1] + off) if level != namespaces.USERNS else (0, 0)
                 if scratch.shared_directory(desc, level):  # one directory for both: one uid (its files are 0600)
                     judge_uid = uid
                 if networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
@@ -267,9 +268,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 pass
         now = time.monotonic()
         if watch is not None:  # over its memory limit: killed, as a cgroup's OOM killer would
-            orphans = [] if pidns is not None else [p for p in isolation.children(os.getpid())
+            orphans = [] if pidns is not None else [p for p in namespaces.children(os.getpid())
                                                     if p not in running and p not in judges]
-            job_uid = os.getuid() if level in isolation.SAME_UID else None  # which adopted orphans are a job's
+            job_uid = os.getuid() if level in namespaces.SAME_UID else None  # which adopted orphans are a job's
             for pid in watch.over({p: (None if pidns is not None else job_uid or prog.uid, prog.memory_mb << 20)
                                    for p, prog in running.items()}, orphans, now):
                 _kill(pid)
@@ -287,9 +288,9 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
                 judge_uid, _, program = judges.pop(pid)
                 if program in running:  # its verdict is out: the program has a moment to finish, then is stopped
                     running[program].stop_at = min(running[program].stop_at, time.monotonic() + STOP_GRACE_S)
-                if level not in isolation.NAMESPACED:
+                if level not in namespaces.NAMESPACED:
                     exits += cleanup.kill_leftovers(level, judge_uid, set(running) | set(judges))
-                    if level in isolation.UID_DROPPED:
+                    if level in namespaces.UID_DROPPED:
                         cleanup.remove_owned(judge_uid)
                 if pid in waiting:
                     report.send(waiting.pop(pid))
@@ -298,12 +299,12 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
             if prog is None:
                 continue  # an adopted orphan
             del by_id[prog.id]
-            if level not in isolation.NAMESPACED:
+            if level not in namespaces.NAMESPACED:
                 exits += cleanup.kill_leftovers(level, prog.uid, set(running) | set(judges))
                 _rmtree(prog.workdir)
-                if level in isolation.UID_DROPPED:  # its files, IPC objects and queues: none reaches the next job
+                if level in namespaces.UID_DROPPED:  # its files, IPC objects and queues: none reaches the next job
                     cleanup.remove_owned(prog.uid)
-            if KERNEL.seccomp is None and level in isolation.UID_DROPPED:  # nothing kept it from keys
+            if KERNEL.seccomp is None and level in namespaces.UID_DROPPED:  # nothing kept it from keys
                 if pidns is not None:
                     pidns.before_fork()
                 limits.clear_user_keys(prog.uid)
@@ -316,17 +317,17 @@ def main(jobs: socket.socket, report_fd: int, level: str, uid_bases: tuple[int, 
 
 
 def _spawn_judge(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
-                 pidns: isolation.PidNamespaces | None, private_root: bool) -> int | None:
+                 pidns: namespaces.PidNamespaces | None, private_root: bool) -> int | None:
     return _fork(pidns, fds, lambda: _judge(fds[1], fds[0], level, uid, site_dirs, desc, private_root))
 
 
 def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs: list[str],
-           pidns: isolation.PidNamespaces | None) -> int | None:
+           pidns: namespaces.PidNamespaces | None) -> int | None:
     workdir = ""
     try:
         if pidns is None:
             workdir = _tempdir(new=True)
-            if level in isolation.UID_DROPPED:
+            if level in namespaces.UID_DROPPED:
                 os.chown(workdir, uid, uid)
             desc["workdir"] = workdir
     except OSError:
@@ -341,12 +342,12 @@ def _spawn(desc: dict[str, Any], fds: list[int], level: str, uid: int, site_dirs
     return _fork(pidns, fds, lambda: _candidate(desc, fds, level, uid, workdir, site_dirs) if ok else os._exit(1))
 
 
-def _fork(pidns: isolation.PidNamespaces | None, fds: list[int], child: Any) -> int | None:
+def _fork(pidns: namespaces.PidNamespaces | None, fds: list[int], child: Any) -> int | None:
     """Fork ``child`` (it never returns) into a new PID namespace; this side's copies of ``fds`` are closed."""
     try:
         if pidns is not None:
             pidns.before_fork()
-        pid = isolation.fork_job()
+        pid = namespaces.fork_job()
         if pid == 0:
             child()
         return pid

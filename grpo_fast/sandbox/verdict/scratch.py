@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import isolation
+from ..isolation import namespaces
 
-WORKDIR = "/tmp/work"  # isolation.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
+WORKDIR = "/tmp/work"  # namespaces.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
 MAX_FILES = 256
 MAX_BYTES = 8 << 20
 _SKIP = frozenset({"solution.py"})
@@ -29,7 +29,7 @@ def shared_directory(desc: dict[str, Any], level: str) -> bool:
     """A pytest file's judge shares the program's directory and uid (``desc["workdir"]``, made for the program):
     the program gains no reach over its judge (non-dumpable, ptrace filtered, signals scoped by Landlock) beyond
     that directory's files, which it may write at each call anyway. Its files are mode 0600: one uid reads both."""
-    return bool(desc.get("scratch")) and level not in isolation.NAMESPACED
+    return bool(desc.get("scratch")) and level not in namespaces.NAMESPACED
 
 
 class Scratch:

@@ -24,8 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, cleanup, decoder, forker, judge, kernel, limits, wire
-from .stdio import IoRow
+from ..isolation import cgroups, cleanup, kernel, limits
+from ..verdict import decoder, judge, wire
+from ..verdict.stdio import IoRow
+from . import forker
 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed

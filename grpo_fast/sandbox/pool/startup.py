@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from . import cgroups, isolation, kernel, landlock, limits, userns
+from ..isolation import cgroups, kernel, landlock, limits, namespaces, userns
 from .zygote import Zygote, send
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -23,17 +23,17 @@ def main(argv: list[str]) -> None:
     """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
     requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
     refused_userns = ""
-    if os.geteuid() != 0 and requested not in ("uid-drop", "rlimits-only", isolation.OWN_UID):  # namespaces of our own
+    if os.geteuid() != 0 and requested not in ("uid-drop", "rlimits-only", namespaces.OWN_UID):  # namespaces of our own
         refused_userns = userns.enter_pool()
-    isolation.set_pdeathsig()
-    isolation.set_nondumpable()
+    namespaces.set_pdeathsig()
+    namespaces.set_nondumpable()
     sys.path.extend(d for d in site_dirs if d not in sys.path)
     level = detect_level(requested)
     warnings = [f"a normal user's namespaces: {refused_userns}"] if refused_userns else []
-    seccomp, why = limits.seccomp_filter(confine=level in isolation.LANDLOCKED, same_uid=level == isolation.OWN_UID)
+    seccomp, why = limits.seccomp_filter(confine=level in namespaces.LANDLOCKED, same_uid=level == namespaces.OWN_UID)
     why = why or (limits.filters_work(seccomp) if seccomp else "")
-    if level in isolation.LANDLOCKED and why:  # its network and IPC closures are the filter's: not this level
-        level = "uid-drop" if level == isolation.LANDLOCK else "rlimits-only"
+    if level in namespaces.LANDLOCKED and why:  # its network and IPC closures are the filter's: not this level
+        level = "uid-drop" if level == namespaces.LANDLOCK else "rlimits-only"
     # A CPU of its own per slot (one worker per CPU), which the filter keeps a job from leaving, already holds a
     # job's CPU share: the cpu cgroup (a migration of every judge and program, ~10% of a short job) is for the
     # other cases -- slots sharing CPUs, or unpinned, or no filter.
@@ -46,10 +46,10 @@ def main(argv: list[str]) -> None:
         layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
     warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
                  if state.startswith("refused")]
-    if level not in isolation.SAME_UID:  # unprivileged uids must be able to read the interpreter and its packages
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if level not in namespaces.SAME_UID:  # unprivileged uids must be able to read the interpreter and its packages
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         try:
-            isolation.expose_interpreter([*kernel.root_view(site_dirs)[0], here])
+            namespaces.expose_interpreter([*kernel.root_view(site_dirs)[0], here])
         except OSError as err:
             warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
                             "only preloaded modules will import")
@@ -58,10 +58,10 @@ def main(argv: list[str]) -> None:
             __import__(name)
         except ImportError:
             pass
-    from . import connection, runner  # noqa: F401 - loaded once here, not in every process
+    from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
 
-    private_root = level in isolation.NAMESPACED and isolation.minimal_root_works(*kernel.root_view(site_dirs))
-    if level in isolation.NAMESPACED and not private_root:
+    private_root = level in namespaces.NAMESPACED and namespaces.minimal_root_works(*kernel.root_view(site_dirs))
+    if level in namespaces.NAMESPACED and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
     zygote = Zygote(level, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
     send(1, {"level": level, "warnings": warnings, "layers": layers})
@@ -74,19 +74,19 @@ def detect_level(requested: str) -> str:
     As a side effect the caller enters a new, empty network namespace when it can: everything it forks from then
     on has no network at all, not even a usable loopback.
     """
-    order = list(isolation.LEVELS)
+    order = list(namespaces.LEVELS)
     best = "rlimits-only"
     if userns.active:  # a normal user's zygote in its own user namespace (``userns.enter_pool``)
-        if isolation.libc.unshare(isolation.CLONE_NEWNET) == 0 and namespaces_work():
-            return isolation.USERNS
+        if namespaces.libc.unshare(namespaces.CLONE_NEWNET) == 0 and namespaces_work():
+            return namespaces.USERNS
     elif os.geteuid() == 0:
-        best = isolation.LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
-        if isolation.libc.unshare(isolation.CLONE_NEWNET) == 0 and namespaces_work():
-            best = isolation.STRONGEST
+        best = namespaces.LANDLOCK if landlock.abi() >= 1 else "uid-drop"  # a container: what the kernel still gives
+        if namespaces.libc.unshare(namespaces.CLONE_NEWNET) == 0 and namespaces_work():
+            best = namespaces.STRONGEST
     elif landlock.abi() >= 1:  # a normal user, user namespaces refused: Landlock needs no privilege
-        best = isolation.OWN_UID
-    if requested in isolation.LEVELS and order.index(requested) > order.index(best) and (
-            requested not in isolation.UID_DROPPED or os.geteuid() == 0):  # only root can drop to other uids
+        best = namespaces.OWN_UID
+    if requested in namespaces.LEVELS and order.index(requested) > order.index(best) and (
+            requested not in namespaces.UID_DROPPED or os.geteuid() == 0):  # only root can drop to other uids
         return requested
     return best
 
@@ -96,12 +96,12 @@ def namespaces_work() -> bool:
     pid = os.fork()
     if pid == 0:
         try:
-            isolation.PidNamespaces().before_fork()
+            namespaces.PidNamespaces().before_fork()
             c = os.fork()
             if c == 0:
                 try:
-                    isolation.check(isolation.libc.unshare(isolation.CLONE_NEWNS), "unshare mount")
-                    isolation.enter_private_fs()
+                    namespaces.check(namespaces.libc.unshare(namespaces.CLONE_NEWNS), "unshare mount")
+                    namespaces.enter_private_fs()
                     os._exit(0 if os.getpid() == 1 else 1)
                 finally:
                     os._exit(1)
@@ -113,15 +113,15 @@ def namespaces_work() -> bool:
 
 def kernel_layers(level: str, slot_cgroups: cgroups.Cgroups, seccomp_refused: str) -> dict[str, str]:
     """Each isolation layer and whether it holds on this host (``grpo-fast doctor`` lists them)."""
-    strongest = level in isolation.NAMESPACED
+    strongest = level in namespaces.NAMESPACED
     layers = {"namespaces": f"holds ({level})" if strongest else f"refused: only {level}", "rlimits": "holds"}
     layers.update({f"cgroup {name}": state for name, state in slot_cgroups.describe().items()})
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
     if not layers.get("cgroup memory", "").startswith("holds"):  # sandbox.memory: what holds a job's memory instead
         layers["memory watch"] = "holds (per process RLIMIT_AS; the job's processes measured every 20 ms" + \
             ("; no memory files; SysV shared memory within the limit)" if not seccomp_refused else ")")
-    if level in isolation.LANDLOCKED:
-        layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi(), level == isolation.LANDLOCK).holds()})"
+    if level in namespaces.LANDLOCKED:
+        layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi(), level == namespaces.LANDLOCK).holds()})"
     elif level in ("uid-drop", "rlimits-only"):
         layers["landlock"] = "refused: " + ("not in this kernel" if not landlock.abi() else "the seccomp filter it "
                                             "needs is refused" if seccomp_refused else f"only {level} asked")

@@ -14,9 +14,9 @@ import socket
 import time
 import types
 
-from .connection import Connection
-from .runner import Runner
-from .wire import Stream
+from ..verdict.connection import Connection
+from ..verdict.runner import Runner
+from ..verdict.wire import Stream
 
 ROUNDS = 12  # CPython quickens a function after 8 calls; the loops below run every path this often
 
