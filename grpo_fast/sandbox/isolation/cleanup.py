@@ -14,6 +14,7 @@ import shutil
 import signal
 import time
 
+from ..policy import Policy
 from . import namespaces
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
@@ -76,14 +77,14 @@ def remove_ipc(uid: int) -> list[str]:
     return [f"{kind} {ident}" for kind, _, ident in found]
 
 
-def kill_leftovers(level: str, uid: int, keep: set[int]) -> list[tuple[int, int]]:
+def kill_leftovers(policy: Policy, uid: int, keep: set[int]) -> list[tuple[int, int]]:
     """Without a PID namespace: kill the uid's processes (uid-drop) or our adopted orphans and all below them (as
     the user's uid) until none remain. ``keep``: our children that are other jobs' processes, still running.
     Returns the children reaped meanwhile (other jobs' exits among them: the caller must still see those)."""
     me = os.getpid()
     reaped: list[tuple[int, int]] = []
     for _ in range(200):
-        if level in namespaces.SAME_UID:  # no uid of the job's own: the trees below our adopted orphans
+        if policy.same_uid:  # no uid of the job's own: the trees below our adopted orphans
             found = _stopped_trees([p for p in namespaces.children(me) if p not in keep])
         else:
             found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep

@@ -1,5 +1,5 @@
-"""Isolation layer: namespaces, private mounts, uid drop and clean-up of what a program leaves behind (the kernel's
-limits -- rlimits, cgroups, seccomp -- are in ``limits``).
+"""Namespaces, private mounts, uid drop and the job process's fork (the kernel's limits -- rlimits, cgroups,
+seccomp -- are in ``limits`` and ``cgroups``; which of these a level uses is its ``Policy``).
 
 Everything here takes *capabilities* away (network, other processes, the user's files, unbounded resources);
 nothing restricts the Python language. Weaker levels apply where the OS refuses namespaces or we are not root.
@@ -15,27 +15,9 @@ import signal
 import threading
 from collections.abc import Iterable, Sequence
 
+from ..policy import Policy
 from . import limits, userns
 
-LEVELS = {
-    "namespaces+uid-drop": "new PID, mount and network namespaces; private /proc and /tmp; unprivileged uid",
-    "namespaces+userns": "as a normal user: a user namespace with new PID, mount and network namespaces; private "
-                         "/proc and /tmp; no capabilities",
-    "landlock+uid-drop": "root without namespaces (a container): an unprivileged uid per job, Landlock (files, TCP, "
-                         "signals), seccomp (no network socket, no IPC), clean-up by uid",
-    "landlock+own-uid": "as a normal user where user namespaces are refused: Landlock (files, TCP, signals), "
-                        "seccomp (no network socket, no IPC), rlimits; runs as YOUR uid",
-    "uid-drop": "separate process as an unprivileged uid, rlimits, killed by uid; network NOT blocked",
-    "rlimits-only": "separate process with rlimits, killed via subreaper; runs as YOUR uid, network NOT blocked",
-}
-STRONGEST = "namespaces+uid-drop"
-USERNS = "namespaces+userns"
-NAMESPACED = frozenset({STRONGEST, USERNS})  # the levels with a PID, mount and network namespace per job
-LANDLOCK = "landlock+uid-drop"
-OWN_UID = "landlock+own-uid"
-LANDLOCKED = frozenset({LANDLOCK, OWN_UID})  # Landlock's layers and the filter's confining part hold the job
-UID_DROPPED = frozenset({STRONGEST, LANDLOCK, "uid-drop"})  # a uid of its own per job process
-SAME_UID = frozenset({OWN_UID, "rlimits-only"})  # every job process runs as the user's uid
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x20000000, 0x40000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
 _MS_MOVE, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2000, 0x4000, 0x40000, 2
@@ -281,20 +263,20 @@ class SlotNetwork:
         check(libc.unshare(CLONE_NEWIPC), "unshare ipc namespace")
 
 
-def private_workdir(level: str, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
+def private_workdir(policy: Policy, uid: int, workdir: str, keep: Sequence[str] = ()) -> str:
     """A job's process, before dropping privileges: its own mount namespace with a private /proc and /tmp, and an
     empty working directory; ``keep`` (the interpreter and its packages) stays visible."""
-    if level in NAMESPACED:
+    if policy.namespaces:
         check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
         enter_private_fs(keep)
         workdir = JOB_WORKDIR
         os.mkdir(workdir, 0o700)
-        if level == STRONGEST:
+        if policy.uid_drop:
             os.chown(workdir, uid, uid)
     return workdir
 
 
-def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = limits.NPROC) -> None:
+def drop_privileges(policy: Policy, uid: int, memory_mb: int, cpu_s: int | None, nproc: int = limits.NPROC) -> None:
     """Rlimits (``limits``), then (when root) no supplementary groups and an unprivileged uid; no_new_privs in
     every case. ``cpu_s=None``: no CPU-time limit (a long-lived judge; its jobs have wall-clock deadlines instead).
     """
@@ -306,7 +288,7 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
             set_no_new_privs()
         set_pdeathsig()
         return
-    if level not in SAME_UID:
+    if not policy.same_uid:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
     else:  # RLIMIT_NPROC counts every task (thread) of the uid: leave room for the user's own, and their churn
@@ -314,7 +296,7 @@ def drop_privileges(level: str, uid: int, memory_mb: int, cpu_s: int | None, npr
     limits.set_nproc(nproc)
     if not _no_new_privs:
         set_no_new_privs()
-    if level not in SAME_UID:
+    if not policy.same_uid:
         os.setresuid(uid, uid, uid)
     set_pdeathsig()
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..isolation import cgroups, cleanup, kernel, limits
+from ..policy import Policy
 from ..verdict import decoder, judge, wire
 from ..verdict.stdio import IoRow
 from . import forker
@@ -91,9 +92,9 @@ def send(fd: int, obj: Any) -> None:
 
 
 class Zygote:
-    def __init__(self, level: str, workers: int, site_dirs: list[str], private_root: bool,
+    def __init__(self, policy: Policy, workers: int, site_dirs: list[str], private_root: bool,
                  slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
-        self.level, self.workers, self.site_dirs = level, workers, site_dirs
+        self.policy, self.workers, self.site_dirs = policy, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
         self.free = list(range(workers))
@@ -116,10 +117,10 @@ class Zygote:
                     devnull = os.open(os.devnull, os.O_RDWR)
                     os.dup2(devnull, 0)
                     os.dup2(devnull, 1)
-                    forker.main(theirs, rep_w, level, uid_bases, site_dirs, private_root, slot,
+                    forker.main(theirs, rep_w, policy, uid_bases, site_dirs, private_root, slot,
                                 cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp)
                 except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
-                    import traceback
+                    import traceback  # noqa: PLC0415 - only on a fault
 
                     traceback.print_exc()
                 finally:

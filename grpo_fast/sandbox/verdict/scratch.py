@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..isolation import namespaces
+from ..policy import Policy
 
 WORKDIR = "/tmp/work"  # namespaces.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
 MAX_FILES = 256
@@ -25,11 +25,11 @@ MAX_BYTES = 8 << 20
 _SKIP = frozenset({"solution.py"})
 
 
-def shared_directory(desc: dict[str, Any], level: str) -> bool:
+def shared_directory(desc: dict[str, Any], policy: Policy) -> bool:
     """A pytest file's judge shares the program's directory and uid (``desc["workdir"]``, made for the program):
     the program gains no reach over its judge (non-dumpable, ptrace filtered, signals scoped by Landlock) beyond
     that directory's files, which it may write at each call anyway. Its files are mode 0600: one uid reads both."""
-    return bool(desc.get("scratch")) and level not in namespaces.NAMESPACED
+    return bool(desc.get("scratch")) and not policy.namespaces
 
 
 class Scratch:
