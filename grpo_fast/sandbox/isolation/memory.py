@@ -13,6 +13,7 @@ Only the standard library is imported: this module runs in the zygote.
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from . import namespaces
@@ -73,8 +74,6 @@ class Watch:
         self.next_at = 0.0
         self.fd = -1
         if shared_shm:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
             if fd >= 0 and libc.inotify_add_watch(fd, b"/dev/shm", 0x2 | 0x100) >= 0:  # IN_MODIFY | IN_CREATE

@@ -36,31 +36,26 @@ class Channel:
         """Send a request and serve the other side until its reply arrives; raise what the other side raised."""
         if os.getpid() != self.pid:
             raise RuntimeError("objects of the other side cannot be used from a subprocess")
-        with self.lock:  # the wait below is ``reply``'s, inline: nested callbacks cost no extra frame each
+        with self.lock:
             self._next += 1
             rid = self._next
             self.stream.send(self.dumps((REQUEST, rid, op, args)))
-            while rid not in self._stash:
-                frame = self._read()
-                if frame[0] == REPLY:
-                    self._stash[frame[1]] = (frame[2], frame[3])
-                else:
-                    self._serve(frame)
-            ok, value = self._stash.pop(rid)
-        if ok:
-            return value
-        raise value
+            return self._wait(rid)
 
     def reply(self, rid: int) -> Any:
         """Serve the other side until the reply to request ``rid`` arrives; its value, or raise what it raised."""
         with self.lock:
-            while rid not in self._stash:
-                frame = self._read()
-                if frame[0] == REPLY:
-                    self._stash[frame[1]] = (frame[2], frame[3])
-                else:
-                    self._serve(frame)
-            ok, value = self._stash.pop(rid)
+            return self._wait(rid)
+
+    def _wait(self, rid: int) -> Any:
+        """Serve requests until the reply to ``rid`` is in (a reply to a nested request is kept for its waiter)."""
+        while rid not in self._stash:
+            frame = self._read()
+            if frame[0] == REPLY:
+                self._stash[frame[1]] = (frame[2], frame[3])
+            else:
+                self._serve(frame)
+        ok, value = self._stash.pop(rid)
         if ok:
             return value
         raise value

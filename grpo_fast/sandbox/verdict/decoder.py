@@ -236,7 +236,7 @@ def _view(kind: str, items: list[Any]) -> Any:
 
 
 def _numpy(code: int, v: list[Any]) -> Any:
-    import numpy
+    import numpy  # noqa: PLC0415 - optional: only for an array
 
     if code == 0x67:  # g: a scalar
         if len(v) != 2 or v[0] not in NUMPY_DTYPES or type(v[1]) is not bytes:

@@ -29,7 +29,7 @@ class ProgramState:
 
     def anext(self, agen: Any) -> tuple[bool, Any]:
         """One step of an async generator, in an event loop kept for the job (a loop per step would close it)."""
-        import asyncio
+        import asyncio  # noqa: PLC0415 - only for a program using it
 
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
@@ -41,7 +41,7 @@ class ProgramState:
     def _listen(self, levels: Any) -> None:
         """The test reads log records (``caplog``, ``assertLogs``): its loggers' levels here too, and a handler that
         keeps what the program logs."""
-        import logging
+        import logging  # noqa: PLC0415 - only where a test reads logs
 
         if self.records is None:
             self.records = []

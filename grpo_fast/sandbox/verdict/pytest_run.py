@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 from .wire import Deadline, Lost
@@ -68,8 +69,8 @@ def preload() -> bool:
         return False
     _loaded.append(True)
     try:
-        import pytest  # noqa: F401
-        from _pytest.config import default_plugins
+        import pytest  # noqa: F401, PLC0415 - pytest: loaded at the first pytest job
+        from _pytest.config import default_plugins  # noqa: PLC0415 - as above
 
         for name in default_plugins:
             importlib.import_module(f"_pytest.{name}")
@@ -87,7 +88,7 @@ _prepared: list[tuple[Any, Verdicts]] = []  # a session's configuration, made in
 def _prepare_session() -> None:
     """pytest's configuration (plugins registered, options parsed) made once in the template: a job's judge, a
     fresh fork, only configures it and runs its session (``run``). It holds no job: the plugin is filled in there."""
-    from _pytest.config import _prepareconfig
+    from _pytest.config import _prepareconfig  # noqa: PLC0415 - pytest: loaded at the first pytest job
 
     plugin = Verdicts(None, None, None)
     _prepared.append((_prepareconfig(list(ARGS), [plugin]), plugin))
@@ -129,7 +130,7 @@ def _warm_up() -> None:
 
 def _memory_tempfiles() -> None:
     """``capfd`` buffers in a temporary file; the judge can write no file, so its buffer is a memory file."""
-    import _pytest.capture
+    import _pytest.capture  # noqa: PLC0415 - pytest: loaded at the first pytest job
 
     def memory_file(buffering: int = -1, **_: Any) -> Any:
         return open(os.memfd_create("capture"), "wb+", buffering=buffering)  # noqa: SIM115
@@ -145,9 +146,9 @@ def load(code: types.CodeType, namespace: dict[str, Any]) -> types.ModuleType:
     """Run the file's code in ``namespace`` as module ``test_solution``; the module pytest collects.
 
     ``pytest.main()``, ``unittest.main()`` and ``sys.exit()`` at the file's top level end nothing."""
-    import unittest
+    import unittest  # noqa: PLC0415 - only for a pytest job
 
-    import pytest
+    import pytest  # noqa: PLC0415 - pytest: loaded at the first pytest job
 
     module = types.ModuleType(MODULE)
     module.__file__ = os.path.join(os.getcwd(), f"{MODULE}.py")
@@ -179,9 +180,7 @@ class Verdicts:
         self.error = ""
 
     def pytest_collection(self, session: Any) -> bool:
-        from pathlib import Path
-
-        from _pytest.python import Module
+        from _pytest.python import Module  # noqa: PLC0415 - pytest: loaded at the first pytest job
 
         node = Module.from_parent(session, path=Path(self.module.__file__))
         module = self.module
@@ -298,7 +297,7 @@ def _outside(item: Any, shared_files: bool) -> str:
 
 def run(code: types.CodeType, namespace: dict[str, Any], conn: Any, describe: Any) -> dict[str, Any]:
     """Load and run the file; ``passed``/``failures`` per test (skipped ones left out), ``error`` when none ran."""
-    import pytest
+    import pytest  # noqa: PLC0415 - pytest: loaded at the first pytest job
 
     basetemp = os.path.join(os.getcwd(), BASETEMP)  # the job's working directory, before the file can move it
     try:

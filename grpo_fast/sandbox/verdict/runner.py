@@ -254,7 +254,7 @@ class Runner:
         return self.state.anext(agen)
 
     def op_await(self, aw: Any) -> Any:
-        import asyncio
+        import asyncio  # noqa: PLC0415 - only for a program using it
 
         async def main() -> Any:
             return await aw

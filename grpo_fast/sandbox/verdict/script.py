@@ -4,9 +4,14 @@ checker, or a tool session's cells. Nothing here knows an expected output; the z
 
 from __future__ import annotations
 
+import ast
+import builtins
+import contextlib
 import io
+import json
 import os
 import sys
+import threading
 import types
 from typing import Any
 
@@ -48,8 +53,6 @@ def read_all(fd: int) -> bytes:
 
 def exit_builtins() -> None:
     """``exit()`` and ``quit()``, which ``site`` adds to a normal interpreter (the sandbox runs without it)."""
-    import builtins
-
     for name in ("exit", "quit"):
         builtins.__dict__.setdefault(name, sys.exit)
 
@@ -58,9 +61,7 @@ def run_cells(cells: list[str], namespace: dict[str, Any]) -> bool:
     """Notebook semantics for a tool session: the earlier cells are replayed quietly (their output and errors
     dropped), the last one's output is shown, with its final expression's value printed as a notebook shows it.
     False when the last cell raised (its traceback, from the cell's own frames, is on stderr)."""
-    import ast
-    import contextlib
-    import traceback
+    import traceback  # noqa: PLC0415 - only for a tool session
 
     for i, cell in enumerate(cells):
         last = i == len(cells) - 1
@@ -97,8 +98,6 @@ def run_main(source_fd: int, checker: bool = False, cells: bool = False) -> None
     JSON, written here to ``input.txt``, ``output.txt`` and ``answer.txt`` and named in ``sys.argv``. ``cells``: the
     source is a JSON list of a tool session's cells (``run_cells``)."""
     if checker:
-        import json
-
         files = json.loads(sys.stdin.read())
         for name in ("input", "output", "answer"):
             with open(f"{name}.txt", "w") as f:
@@ -113,21 +112,17 @@ def run_main(source_fd: int, checker: bool = False, cells: bool = False) -> None
     code = 0
     try:
         if cells:
-            import json
-
             code = 0 if run_cells([str(c) for c in json.loads(source)], module.__dict__) else 1
         else:
             exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the program, in its own process
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - a runtime error: its traceback on stderr, a failing status
-        import traceback
+        import traceback  # noqa: PLC0415 - only on the program's error
 
         traceback.print_exc()
         code = 1
     try:
-        import threading
-
         for t in threading.enumerate():  # like the interpreter's own exit: wait for non-daemon threads
             if t is not threading.main_thread() and not t.daemon:
                 t.join()

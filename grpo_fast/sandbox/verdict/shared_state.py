@@ -146,7 +146,7 @@ def _stepped(remote: Any) -> Any:
 
 def _levels() -> dict[str, int]:
     """The levels set on the test's loggers (root: ""), as the program's loggers should have them."""
-    import logging
+    import logging  # noqa: PLC0415 - only where a test reads logs
 
     levels = {name: lg.level for name, lg in list(logging.root.manager.loggerDict.items())
               if isinstance(lg, logging.Logger) and lg.level}
@@ -156,7 +156,7 @@ def _levels() -> dict[str, int]:
 def _relog(records: Any) -> None:
     """The program's log records, handled by the test's loggers (``caplog``, ``assertLogs`` see them); plain
     strings, never formatted again."""
-    import logging
+    import logging  # noqa: PLC0415 - as above
 
     for item in records[:1000] if type(records) is list else ():
         if type(item) is tuple and len(item) == 3 and type(item[0]) is str and type(item[1]) is int \
