@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "sandbox"))  # the sandbox suites' helper modules
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402

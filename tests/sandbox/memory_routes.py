@@ -1,7 +1,7 @@
-"""Programs that try to hold more memory than their job's limit, one per route the kernel accounts differently:
-the heap, SysV and POSIX-style (memfd) shared memory, tmpfs files, children, and orphans (double-forked out of the
-job's tree, adopted by the forker). Each prints, as it goes, how much it
-holds at once; ``held_and_peak`` reads that and the slot's cgroup peak. Used by tests/test_sandbox_round3.py and
+"""Programs that try to hold more memory than their job's limit, one per route the kernel accounts differently: the
+heap, SysV and POSIX-style (memfd) shared memory, tmpfs files, children, and orphans (double-forked out of the job's
+tree, adopted by the forker). Each prints, as it goes, how much it holds at once; ``held_and_peak`` reads that and
+the slot's cgroup peak. Used by tests/sandbox/test_hostile_protocols_and_limits.py and
 benchmarks/bench_sandbox_memory.py."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Honest programs in the families where the judge's two-process design could differ from plain Python: each
-must earn the full code reward (tests/honest_families.py). Those the design cannot serve are counted and named as
+"""Honest programs in the families where the judge's two-process design could differ from plain Python: each must
+earn the full code reward (tests/sandbox/honest_families.py). Those the design cannot serve are counted and named as
 outside the design in the result, never a silent zero."""
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from test_report import make_run
 
 from grpo_fast import rundir
 from grpo_fast.sandbox import LEVELS, remaining_threats, weaker_than
@@ -59,8 +58,17 @@ def test_sandbox_min_level_is_checked_as_a_key(tmp_path) -> None:
     assert proc.returncode == 2 and "sandbox_min_level" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _scored_run(path):
+    """A run directory with one step, as train() leaves it (tests/test_report.py builds a full one)."""
+    path.mkdir(parents=True)
+    rundir.write_yaml(path / "config.yaml", {"recipe": "code", "model": "embedded", "max_steps": 1})
+    rundir.append_jsonl(path / "metrics.jsonl", {"step": 1, "reward": 0.5})
+    rundir.write_json(path / "summary.json", {"steps": 1, "reward_first": 0.5, "reward_last": 0.5})
+    return path
+
+
 def test_the_report_says_what_a_program_could_reach(tmp_path) -> None:
-    run = make_run(tmp_path / "run")
+    run = _scored_run(tmp_path / "run")
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
     rundir.write_json(run / "summary.json", {**summary, "sandbox": {"level": "uid-drop", "threats": [
         "network: open", "host files: the world-readable ones readable"]}})

@@ -337,7 +337,7 @@ def _denied(action: str) -> str:
 def test_the_judge_cannot_reach_the_host_even_when_the_tests_try(tmp_path) -> None:
     if not strongest():
         pytest.skip("needs namespaces")
-    here = os.path.dirname(os.path.abspath(__file__))  # as a normal user (tests/host_kinds.py): their home
+    here = os.path.dirname(os.path.abspath(__file__))  # as a normal user (tests/sandbox/host_kinds.py): their home
     shared = tempfile.mkdtemp(dir=here if os.access(here, os.W_OK) else os.path.expanduser("~"))
     os.chmod(shared, 0o777)
     home_file = os.path.join(os.path.expanduser("~"), ".grpo_fast_judge_probe")

@@ -12,7 +12,8 @@
   namespaces and mounts (``unshare``, ``setns``, ``mount``, ``clone`` with a CLONE_NEW* flag, kernel keys...) as
   Docker's default profile does.
 
-Used by tests/test_sandbox_hosts.py, and by hand: ``python tests/host_kinds.py user -- pytest -q tests/test_sandbox.py``
+Used by tests/sandbox/test_host_kinds.py, and by hand: ``python tests/sandbox/host_kinds.py user -- pytest -q
+tests/sandbox/test_hostile_programs.py``
 runs a sandbox suite as the normal uid.
 """
 
@@ -27,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 USER = "grpo_sbx_user"
 TOKEN = "hf_kitTESTtokenNEVERleaves0123456789"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nkitTESTkeyNEVERleaves\n-----END OPENSSH PRIVATE KEY-----\n"

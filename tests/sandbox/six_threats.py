@@ -1,6 +1,6 @@
 """The six threats of issue 40, tried by one generated program scored through the sandbox, as whoever runs this.
 
-Run by tests/test_sandbox_hosts.py inside each host kind (a normal uid; a container-like root). The program, whose
+Run by tests/sandbox/test_host_kinds.py inside each host kind (a normal uid; a container-like root). The program, whose
 function is correct, tries to: read ``~/.cache/huggingface/token`` and ``~/.ssh/id_rsa``, send them to a socket of
 the user's on this machine (a unix socket and a TCP port on 127.0.0.1), write into ``$HOME``, kill another process
 of the same user, and leave files, a SysV shared memory segment and a POSIX message queue for the next job. What

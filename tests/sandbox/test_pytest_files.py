@@ -1,6 +1,6 @@
 """Pytest files run by pytest in the judge (issue 29): honest programs earn full marks or are counted as outside
 the design, wrong ones never do, a file with no test is the row's error, and the checks show every failing
-reference (tests/pytest_programs.py holds the programs)."""
+reference (tests/sandbox/pytest_programs.py holds the programs)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from grpo_fast.rewards.code import make_code_execution_reward
 
 TIMEOUT = 10.0
 reward = make_code_execution_reward(timeout=TIMEOUT)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fenced(code: str) -> str:

@@ -1,7 +1,7 @@
-"""The sandbox on the host kinds its users run on, each built here by root CI (tests/host_kinds.py): a normal
-account (with and without user namespaces), root in a stock container, and the root host itself. Each runs the six
-threats of issue 40 (tests/six_threats.py): all must be held, the honest program must keep full credit and the pool
-must stay healthy."""
+"""The sandbox on the host kinds its users run on, each built here by root CI (tests/sandbox/host_kinds.py): a
+normal account (with and without user namespaces), root in a stock container, and the root host itself. Each runs
+the six threats of issue 40 (tests/sandbox/six_threats.py): all must be held, the honest program must keep full
+credit and the pool must stay healthy."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
         assert proc.returncode < 0 or "Killed" in proc.stderr or proc.stdout == ""
 
 
-SUITES = ("test_sandbox.py", "test_sandbox_forge.py", "test_sandbox_wire.py", "test_sandbox_round3.py",
-          "test_sandbox_honest.py", "test_sandbox_honest_families.py",
+SUITES = ("test_hostile_programs.py", "test_forged_verdicts.py", "test_protocol_attacks.py",
+          "test_hostile_protocols_and_limits.py", "test_honest_programs.py", "test_honest_families.py",
           "test_pytest_files.py")  # pytest files: a test and its program share tmp_path and relative files
 
 

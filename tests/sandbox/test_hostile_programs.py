@@ -146,7 +146,7 @@ def test_no_network() -> None:
 
 
 def test_cannot_touch_user_files() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))  # as a normal user (tests/host_kinds.py): their home
+    here = os.path.dirname(os.path.abspath(__file__))  # as a normal user (tests/sandbox/host_kinds.py): their home
     d = tempfile.mkdtemp(dir=here if os.access(here, os.W_OK) else os.path.expanduser("~"))
     os.chmod(d, 0o755)
     victim = os.path.join(d, "victim.txt")

@@ -1,4 +1,4 @@
-"""Honest programs (tests/honest_programs.py) through the real code reward: every one must score 1.0.
+"""Honest programs (tests/sandbox/honest_programs.py) through the real code reward: every one must score 1.0.
 
 A reward that gives 0 to correct code trains the model away from correct code, silently; these cover what models
 write for MBPP / HumanEval / LeetCode-style tasks.
