@@ -33,11 +33,13 @@ from ..verdict import pytest_run, scratch
 from .contain import Job, enter_environment, rmtree, run_judge, run_program, tempdir
 from .warmup import warm_up
 
-STOP_GRACE_S = 0.1  # after the judge is done: time for the program to flush its output and exit by itself
+# after the judge is done: time for the program to flush its output and exit by itself
+STOP_GRACE_S = 0.1
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
 IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
 UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
-PRELOADABLE = frozenset({"numpy"})  # heavy imports worth keeping warm once a program asked for them
+# heavy imports worth keeping warm once a program asked for them
+PRELOADABLE = frozenset({"numpy"})
 
 
 @dataclass
@@ -81,39 +83,50 @@ def main(jobs: socket.socket, report_fd: int, policy: Policy, uid_bases: tuple[i
 def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool, slot: int,
            cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> Template:
     """The template every job's process is forked from: its layers set once, its code warm, its heap frozen."""
-    if cpu is not None:  # every process of the slot's jobs is born here; the filter keeps them here
-        os.sched_setaffinity(0, {cpu})  # refused (the CPU went offline): this forker dies, the pool restarts
+    # every process of the slot's jobs is born here; the filter keeps them here
+    if cpu is not None:
+        # refused (the CPU went offline): this forker dies, the pool restarts
+        os.sched_setaffinity(0, {cpu})
     # the slot's cgroups are found before the root is left
     layers = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,
                            limits.Seccomp(seccomp.job) if seccomp else None)
     namespaces.set_pdeathsig()
     namespaces.set_nondumpable()
-    namespaces.set_no_new_privs()  # never execs: inherited by every judge and program, which then need not set it
+    # never execs: inherited by every judge and program, which then need not set it
+    namespaces.set_no_new_privs()
     pidns = namespaces.PidNamespaces() if policy.namespaces else None
     networks = namespaces.SlotNetwork() if pidns is not None else None
     if pidns is None:
         namespaces.set_subreaper()  # orphans of programs come to us, to be killed
-    if private_root:  # programs see the system, the interpreter and its packages; not the user's files or datasets
+    # programs see the system, the interpreter and its packages; not the user's files or datasets
+    if private_root:
         namespaces.minimal_root(*kernel.root_view(site_dirs))
     watch = None
-    if "memory" not in slot_cgroups.slots:  # the kernel's per-job memory limit is refused: ``memory`` instead
-        watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)  # /dev/shm is not the user's own
+    # the kernel's per-job memory limit is refused: ``memory`` instead
+    if "memory" not in slot_cgroups.slots:
+        # /dev/shm is not the user's own
+        watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)
         layers.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
     if policy.landlock:  # reads of what a program needs, for every job (each adds its own layer)
         layers.landlock = landlock.Landlock(landlock.abi(), shm=policy.uid_drop)
         keep, hide = kernel.root_view(site_dirs)
         layers.landlock.confine_template([*namespaces.SYSTEM_DIRS, *keep], hide,
                                          list(dict.fromkeys([*cleanup.SHARED_DIRS, tempdir()])))
-    if seccomp:  # the part this process never needs, once for every job (its jobs add the rest when set up)
+    # the part this process never needs, once for every job (its jobs add the rest when set up)
+    if seccomp:
         limits.Seccomp(seccomp.template).install()
-    if policy.namespaces:  # every job runs in the same working directory: its environment is set here
+    # every job runs in the same working directory: its environment is set here
+    if policy.namespaces:
         enter_environment(namespaces.JOB_WORKDIR)
-    for stream in (sys.stdout, sys.stderr):  # a program writes through these (on its own pipes): empty from here on
+    # a program writes through these (on its own pipes): empty from here on
+    for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    warm_up()  # our channel code specialised once, on built-in data, rather than in every job's process
+    # our channel code specialised once, on built-in data, rather than in every job's process
+    warm_up()
     namespaces.single_threaded()
     gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
-    gc.freeze()  # what every job's process inherits: the collector never walks it, so fork's pages stay shared
+    # what every job's process inherits: the collector never walks it, so fork's pages stay shared
+    gc.freeze()
     return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch)
 
 
@@ -125,9 +138,11 @@ class Slot:
         self.jobs = jobs
         self.report = _PipeWriter(report_fd)
         self.running: dict[int, _Program] = {}
-        self.judges: dict[int, tuple[int, float, int]] = {}  # judge pid -> its uid, hard deadline and program's pid
+        # judge pid -> its uid, hard deadline and program's pid
+        self.judges: dict[int, tuple[int, float, int]] = {}
         self.by_id: dict[int, int] = {}
-        self.waiting: dict[int, bytes] = {}  # judge pid -> its program's exit report, sent once the judge is gone
+        # judge pid -> its program's exit report, sent once the judge is gone
+        self.waiting: dict[int, bytes] = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -170,36 +185,44 @@ class Slot:
     def start(self, desc: dict, fds: list[int]) -> None:
         """Fork a job's program and (unless it is a stdin test) its judge; report at once if either cannot start."""
         t = self.t
-        if desc.get("scratch") and pytest_run.preload():  # the first pytest file: pytest warm from here on
+        # the first pytest file: pytest warm from here on
+        if desc.get("scratch") and pytest_run.preload():
             gc.collect(1)
             gc.freeze()
-        if t.cpu is not None and os.sched_getaffinity(0) != {t.cpu}:  # the kernel moved us (CPU offline, cpuset)
-            os.sched_setaffinity(0, {t.cpu})  # the job's processes must be born on the slot's CPU, or none
+        # the kernel moved us (CPU offline, cpuset)
+        if t.cpu is not None and os.sched_getaffinity(0) != {t.cpu}:
+            # the job's processes must be born on the slot's CPU, or none
+            os.sched_setaffinity(0, {t.cpu})
         off = int(desc["uid"]) % UID_SPAN
         uid, judge_uid = (t.uid_bases[0] + off, t.uid_bases[1] + off) if not t.policy.user_namespace else (0, 0)
-        if scratch.shared_directory(desc, t.policy):  # one directory for both: one uid (its files are 0600)
+        # one directory for both: one uid (its files are 0600)
+        if scratch.shared_directory(desc, t.policy):
             judge_uid = uid
-        if t.networks is not None:  # first: the previous job's IPC namespace (its shared memory) goes
+        # first: the previous job's IPC namespace (its shared memory) goes
+        if t.networks is not None:
             t.networks.next_job()
             if t.watch is not None:
                 memory.limit_ipc_namespace(int(desc["memory_mb"]))
         if t.layers.slots is not None:
             try:
                 t.layers.slots.prepare(int(desc["memory_mb"]))
-            except OSError:  # e.g. cached pages above a lower limit: the slot keeps its previous one
-                pass
+            except OSError:
+                pass  # e.g. cached pages above a lower limit: the slot keeps its previous one
         judge: int | None
         if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
             pid = self.spawn_program(desc, fds, uid) if len(fds) == 4 else None
             judge = 0
-        else:  # the program first: its start (mounts) is the longer one, the judge's first read waits
+        else:
+            # the program first: its start (mounts) is the longer one, the judge's first read waits
             pid = self.spawn_program(desc, fds[:4], uid) if len(fds) == 6 else None
             judge = self.spawn_judge(desc, fds[4:], judge_uid) if pid is not None else None
         if pid is None or judge is None:
             for victim in (v for v in (pid, judge) if v is not None):
                 _kill(victim)
-            rmtree(desc.get("workdir", ""))  # the program's directory, where one was made ("": none)
-            for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():  # those not yet closed
+            # the program's directory, where one was made ("": none)
+            rmtree(desc.get("workdir", ""))
+            # those not yet closed
+            for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
                 os.close(fd)
             self.report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
                                          "fault": "could not start the program or its judge"}).encode())
@@ -256,7 +279,8 @@ class Slot:
         if t.watch is not None:
             orphans = [] if t.pidns is not None else [p for p in namespaces.children(os.getpid())
                                                       if p not in self.running and p not in self.judges]
-            job_uid = os.getuid() if t.policy.same_uid else None  # which adopted orphans are a job's
+            # which adopted orphans are a job's
+            job_uid = os.getuid() if t.policy.same_uid else None
             limits_by_pid = {p: (None if t.pidns is not None else job_uid or prog.uid, prog.memory_mb << 20)
                              for p, prog in self.running.items()}
             for pid in t.watch.over(limits_by_pid, orphans, now):
@@ -277,7 +301,8 @@ class Slot:
             pid, status = exits.pop(0)
             if pid in self.judges:
                 judge_uid, _, program = self.judges.pop(pid)
-                if program in self.running:  # its verdict is out: the program has a moment to finish, then stops
+                # its verdict is out: the program has a moment to finish, then stops
+                if program in self.running:
                     self.running[program].stop_at = min(self.running[program].stop_at,
                                                         time.monotonic() + STOP_GRACE_S)
                 if policy.shares_host_dirs:
