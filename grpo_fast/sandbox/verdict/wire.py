@@ -128,9 +128,7 @@ def _tz_name(d: Any) -> str | None:
 
 
 def _zone(text: str) -> Any:
-    from zoneinfo import ZoneInfo  # noqa: PLC0415 - only for a time zone
-
-    # the name is a zone of the tz database; ZoneInfo rejects paths
+    from zoneinfo import ZoneInfo  # noqa: PLC0415 - only for a time zone; a tz database name, ZoneInfo rejects paths
 
     return ZoneInfo(text)
 
