@@ -32,30 +32,25 @@ class Channel:
         self._next = 0
         self._stash: dict[int, tuple[bool, Any]] = {}
 
-    def request(self, op: str, *args: Any) -> Any:
-        """Send a request and serve the other side until its reply arrives; raise what the other side raised."""
-        if os.getpid() != self.pid:
+    def request(self, op: str | None, *args: Any) -> Any:
+        """Send a request and serve the other side until its reply arrives; raise what the other side raised.
+        ``op`` None: send nothing, wait for the reply to ``LOAD`` (the other side sends it unasked)."""
+        if op is not None and os.getpid() != self.pid:
             raise RuntimeError("objects of the other side cannot be used from a subprocess")
-        with self.lock:
-            self._next += 1
-            rid = self._next
-            self.stream.send(self.dumps((REQUEST, rid, op, args)))
-            return self._wait(rid)
-
-    def reply(self, rid: int) -> Any:
-        """Serve the other side until the reply to request ``rid`` arrives; its value, or raise what it raised."""
-        with self.lock:
-            return self._wait(rid)
-
-    def _wait(self, rid: int) -> Any:
-        """Serve requests until the reply to ``rid`` is in (a reply to a nested request is kept for its waiter)."""
-        while rid not in self._stash:
-            frame = self._read()
-            if frame[0] == REPLY:
-                self._stash[frame[1]] = (frame[2], frame[3])
+        with self.lock:  # one wait loop, inline: each nested callback costs one frame here, not two
+            if op is None:
+                rid = LOAD
             else:
-                self._serve(frame)
-        ok, value = self._stash.pop(rid)
+                self._next += 1
+                rid = self._next
+                self.stream.send(self.dumps((REQUEST, rid, op, args)))
+            while rid not in self._stash:
+                frame = self._read()
+                if frame[0] == REPLY:
+                    self._stash[frame[1]] = (frame[2], frame[3])
+                else:
+                    self._serve(frame)
+            ok, value = self._stash.pop(rid)
         if ok:
             return value
         raise value

@@ -16,7 +16,7 @@ import warnings
 from typing import Any
 
 from . import decoder, mutables, wire
-from .channel import LOAD, Channel
+from .channel import Channel
 from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
@@ -56,7 +56,7 @@ class Connection:
         if self.dead:
             raise Lost(self.dead)
         try:
-            return self.channel.request(op, *args) if op is not None else self.channel.reply(LOAD)
+            return self.channel.request(op, *args)
         except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
             raise RuntimeError(f"the program raised {type(exc).__name__}") from None
         except Lost as err:
