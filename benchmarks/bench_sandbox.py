@@ -79,7 +79,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.mode != "here":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-        import host_kinds
+        from sandbox import host_kinds
 
         argv = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--mode", "here"]
         proc = host_kinds.in_container(argv, capture=False) if a.mode == "container" else \

@@ -17,10 +17,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from memory_routes import MEMORY_ROUTES, held_and_peak, memory_job  # noqa: E402
+from sandbox.memory_routes import MEMORY_ROUTES, held_and_peak, memory_job  # noqa: E402
 
 from grpo_fast.sandbox import Sandbox  # noqa: E402
-from grpo_fast.sandbox.cgroups import pool_slots  # noqa: E402
+from grpo_fast.sandbox.isolation.cgroups import pool_slots  # noqa: E402
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from grpo_fast import sandbox as sb  # noqa: E402
-from grpo_fast.sandbox.stdio import same_output  # noqa: E402
+from grpo_fast.sandbox.verdict.stdio import same_output  # noqa: E402
 
 PROGRAMS = [
     ("import sys\nxs = list(map(int, sys.stdin.read().split()))\nprint(sum(xs[1:]))", lambda xs: sum(xs)),

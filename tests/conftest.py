@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # shared helpers: tiny models, pinned wheels, ...
+sys.path.insert(0, str(Path(__file__).parent / "sandbox"))  # the sandbox suites' helper modules and corpora
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402

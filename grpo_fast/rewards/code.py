@@ -23,7 +23,7 @@ from typing import Any
 from grpo_fast.rewards import code_tests
 from grpo_fast.rewards.base import after_thinking, completion_text, factory, user_text
 from grpo_fast.sandbox import Sandbox, default_sandbox, make_job
-from grpo_fast.sandbox.stdio import COMPARE_MODES
+from grpo_fast.sandbox.verdict.stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.rewards")
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .isolation import LEVELS, STRONGEST
-from .stdio import COMPARE_MODES
+from .policy import LEVELS, STRONGEST, remaining_threats
+from .verdict.stdio import COMPARE_MODES
 
 log = logging.getLogger("grpo_fast.sandbox")
 
@@ -32,7 +32,7 @@ _BOOT = """import sys, types
 pkg = types.ModuleType("grpo_fast_sandbox")
 pkg.__path__ = [sys.argv[1]]
 sys.modules["grpo_fast_sandbox"] = pkg
-from grpo_fast_sandbox import startup
+from grpo_fast_sandbox.pool import startup
 startup.main(sys.argv[2:])
 """
 
@@ -140,7 +140,7 @@ class Sandbox:
         self._layers = dict(hello.get("layers") or {})
         for warning in hello.get("warnings") or ():
             log.warning("code sandbox: %s", warning)
-        if self._level != STRONGEST:
+        if self._level != STRONGEST.name:
             log.warning("code sandbox running at reduced isolation %r: %s", self._level, LEVELS[self._level])
         return self._proc
 
@@ -248,47 +248,6 @@ def isolation_level() -> str:
 def describe_isolation() -> str:
     level = isolation_level()
     return f"{level}: {LEVELS[level]}"
-
-
-LEVEL_THREATS = {  # what each level leaves a program able to do, in the words a user checks against
-    "landlock+uid-drop": ("processes: the host's process list and command lines readable in /proc (a secret "
-                          "passed as an argument, e.g. --hub-token, is readable; not their memory or environment)",
-                          "host file names: visible, /dev/shm's included (not the contents of any file outside the "
-                          "system and packages)"),
-    "landlock+own-uid": ("processes: your process list and command lines readable in /proc (a secret passed as an "
-                         "argument is readable; not their memory or environment)",
-                         "host file names: visible (not the contents of any file outside the system and packages)",
-                         "multiprocessing: unavailable (/dev/shm is your own programs' and stays closed)",
-                         "processes: your uid's process limit is shared by the jobs running at once (one job's many "
-                         "processes can keep the next from starting one)"),
-    "uid-drop": ("host files: the world-readable ones readable", "network: open",
-                 "leftovers: /tmp, /dev/shm and message queues shared between jobs"),
-    "rlimits-only": ("your files: readable and writable", "network: open", "your processes: can be signalled",
-                     "leftovers: /tmp shared between jobs"),
-}
-LAYER_THREATS = {  # a refused kernel layer, and what that leaves open
-    "cgroup memory": "memory: the job's total is measured every 20 ms, not held by the kernel (a burst can pass "
-                     "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB; the working "
-                     "directory's files and kernel buffers at their default sizes are not counted)",
-    "seccomp": "kernel calls: unfiltered (ptrace, new namespaces, kernel keys, io_uring)",
-    "cgroup cpu": "CPU: a job with many processes can slow the job beside it (slots share CPUs)",
-}
-
-
-def remaining_threats(level: str, layers: dict[str, str]) -> list[str]:
-    """The concrete threats a level and its refused layers leave (``your files: readable``, ``network: open``),
-    said at the start of every run that scores code, in its report and by ``grpo-fast doctor``."""
-    found = list(LEVEL_THREATS.get(level, ()))
-    if "landlock" in layers and "signals" not in str(layers["landlock"]):  # Landlock's scopes need ABI >= 6
-        found.append("processes: can be signalled (this kernel's Landlock does not scope signals)")
-    found += [why for layer, why in LAYER_THREATS.items() if str(layers.get(layer, "holds")).startswith("refused")]
-    return found
-
-
-def weaker_than(level: str, minimum: str) -> bool:
-    """``level`` isolates less than ``minimum`` (``LEVELS`` is ordered strongest first)."""
-    order = list(LEVELS)
-    return order.index(level) > order.index(minimum)
 
 
 def run_program(source: str, *, tests: Sequence[str] | None = None, setup: str = "", timeout: float = 5.0,

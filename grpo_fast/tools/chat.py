@@ -11,6 +11,7 @@ tool-aware template TRL knows.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from grpo_fast.errors import UserError
@@ -51,7 +52,11 @@ def chatml(tokenizer: Any) -> bool:
 
 def use_tool_template(tokenizer: Any, model: str = "the model") -> str:
     """Make ``tokenizer`` render and parse tool calls; returns what was done, in words (the run's log says it)."""
-    from trl.chat_template_utils import add_response_schema, qwen3_template, supports_tool_calling
+    from trl.chat_template_utils import (  # noqa: PLC0415 - heavy third-party, at tool set-up
+        add_response_schema,
+        qwen3_template,
+        supports_tool_calling,
+    )
 
     if tokenizer.chat_template and supports_tool_calling(tokenizer):
         try:
@@ -77,7 +82,7 @@ def use_tool_template(tokenizer: Any, model: str = "the model") -> str:
 
 def tool_schemas(tools: list[Any]) -> list[dict[str, Any]]:
     """JSON schemas of tool functions or bound methods, as the chat template receives them."""
-    from transformers.utils import get_json_schema
+    from transformers.utils import get_json_schema  # noqa: PLC0415 - heavy third-party, at tool set-up
 
     return [get_json_schema(t) for t in tools]
 
@@ -89,6 +94,4 @@ def is_tool_name(name: str) -> bool:
 
 def environment_tools(env: Any) -> list[Any]:
     """The tools an environment object offers (``is_tool_name``)."""
-    import inspect
-
     return [member for name, member in inspect.getmembers(env, predicate=inspect.ismethod) if is_tool_name(name)]

