@@ -143,6 +143,7 @@ def resolve_config(target: str | RunConfig | None = None,
         _anchor_own_files(file_values, Path(target).resolve().parent)
     elif target:
         cli.setdefault("recipe", target)
+    _anchor_own_files(cli, Path.cwd())  # config.yaml records them absolute: evaluation resolves it from the run dir
     # Unsloth patches transformers, trl and peft when it is imported: before the recipe (its data and rewards) loads
     models.preimport_unsloth(str(cli.get("backend") or file_values.get("backend") or "auto"))
     recipe = get_recipe(str(cli.get("recipe") or file_values.get("recipe") or "demo"))
