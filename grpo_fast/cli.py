@@ -126,7 +126,7 @@ def _rewards_check(args: argparse.Namespace) -> int:
         recipe = get_recipe(cfg.recipe)
         own = own_programs(recipe, cfg, run_rewards(cfg, recipe), args.programs)
         prep = prepare(cfg, force=True)
-        rewards, rows, audit = prep.rewards, prep.train_rows, prep.gold
+        rewards, rows, audit, recipe = prep.rewards, prep.train_rows, prep.gold, prep.recipe
     print(audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold and not audit.mostly_failing))
     if audit.mostly_failing:
         raise UserError(f"{len(audit.failures)} of {len(audit.checked)} reference solutions do not get full "

@@ -104,6 +104,19 @@ def validate_rows(rows: list[dict], required: tuple[str, ...], origin: str) -> N
                             'use [{"role": "system"|"user", "content": "..."}]')
 
 
+def with_system_prompt(rows: list[dict], system: str) -> list[dict]:
+    """Rows whose chat prompt has ``system`` as its system turn (replaced where there is one, else added first):
+    the ``system_prompt:`` key, the same for training and held-out rows."""
+    out = []
+    for row in rows:
+        prompt = row.get("prompt")
+        if isinstance(prompt, list):
+            turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
+            row = {**row, "prompt": [{"role": "system", "content": system}, *turns]}
+        out.append(row)
+    return out
+
+
 def dedupe(rows: list[dict]) -> tuple[list[dict], int]:
     """Drop rows whose prompt repeats an earlier one; return the rows kept and how many were dropped."""
     seen, kept = set(), []

@@ -23,7 +23,7 @@ from grpo_fast.config import RunConfig
 from grpo_fast.entry import make_callable, quiet_libraries
 from grpo_fast.errors import UserError
 from grpo_fast.files import read_json, write_json
-from grpo_fast.models import bf16_supported, cache_dir, resolve_model_path, weight_files
+from grpo_fast.models import bf16_supported, cache_dir, resolve_model_path, use_chat_template, weight_files
 from grpo_fast.models.completions import generate
 from grpo_fast.models.cpu_speed import merged_lora_generation, set_cpu_threads
 from grpo_fast.models.thinking import for_run
@@ -263,6 +263,7 @@ def evaluate_run(run_dir: str | Path | rundir.Run, *, k: int | None = None, n: i
     if environment is not None:
         settings.update(environment=environment, max_tool_calls=rounds)
     model, tokenizer, base_view = load_for_eval(run)
+    use_chat_template(tokenizer, cfg.chat_template, cfg.where("chat_template"))  # as training rendered prompts
     if environment is not None:
         use_tool_template(tokenizer, cfg.model)  # the run saved its template; the parser is set again
     thinking = for_run(cfg, tokenizer)  # the mode training used (config.yaml records it)

@@ -45,7 +45,10 @@ def unsloth_infer_kwargs(info: Run) -> dict[str, Any]:
 
 
 def system_prompt(info: Run) -> str | None:
-    """The system prompt the run trained with: its recipe's (None for an unknown recipe)."""
+    """The system prompt the run trained with: its config's ``system_prompt``, else its recipe's (None for an
+    unknown recipe)."""
+    if isinstance(info.config.get("system_prompt"), str):
+        return info.config["system_prompt"]
     try:
         return get_recipe(info.recipe).system_prompt
     except UserError:

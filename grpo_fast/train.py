@@ -134,7 +134,7 @@ def open_run_dir(cfg: RunConfig, prep: Prepared, point: ResumePoint | None) -> P
         check_resumable(cfg, point.run_dir)
         print(point.describe([s.name for s in cfg.stage_list]), flush=True)
         return point.run_dir
-    run_dir = rundir.new_run_dir(cfg.run_dir, cfg.recipe)
+    run_dir = rundir.new_run_dir(cfg.run_dir, prep.recipe.name)
     if rundir.is_main_process():
         write_yaml(run_dir / rundir.CONFIG, cfg.to_dict())
         write_json(run_dir / "versions.json", rundir.versions())

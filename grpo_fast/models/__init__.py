@@ -9,6 +9,7 @@ A one-way stack, lowest first; each module imports only modules above it in this
 * ``cpu_probe``, ``cpu_choice``, ``generation`` -- the CPU speed-ups each machine's probe chooses, and the engine
   that generates a step's completions when vLLM does not.
 * ``vllm_colocate`` -- colocated vLLM on CPU: its environment and packed weights, packed again after each sync.
+* ``templates`` -- the config's own chat template (``chat_template:``), put on the tokenizer and checked.
 * ``loading`` -- the backend choice (Unsloth or transformers + peft) and the policy model loaded with LoRA.
 * ``plan`` -- the memory planner: a run's peak GPU memory from its config, before any weights load.
 * ``cpu_speed``, ``serving``, ``vllm_server``, ``vllm_sync``, ``thinking``, ``completions`` -- on top: speed-ups
@@ -48,8 +49,9 @@ from grpo_fast.models.machine import (
     unsloth_importable,
     vllm_cpu_opted_in,
 )
+from grpo_fast.models.templates import use_chat_template
 
 __all__ = ["BACKENDS", "EMBEDDED", "EMBEDDED_NAME", "VLLM_CPU_ENV", "Backend", "LoadedModel", "bf16_supported",
            "cache_dir", "cuda_available", "embedded_converted", "embedded_model_dir", "gpu_memory_gb", "load_error",
            "load_model", "load_tokenizer", "load_weights", "model_source", "preimport_unsloth", "resolve_model_path",
-           "select_backend", "unsloth_importable", "vllm_cpu_opted_in", "weight_files"]
+           "select_backend", "unsloth_importable", "use_chat_template", "vllm_cpu_opted_in", "weight_files"]

@@ -31,6 +31,7 @@ from grpo_fast.models.gpu import (
     weights_dtype,
 )
 from grpo_fast.models.machine import VLLM_CPU_ENV
+from grpo_fast.models.templates import use_chat_template
 from grpo_fast.models.vllm_colocate import prepare_vllm_on_cpu
 
 log = logging.getLogger("grpo_fast.models")
@@ -106,9 +107,11 @@ def preimport_unsloth(requested: str) -> bool:
     return True
 
 
-def load_tokenizer(model: str | None) -> Any:
-    """The model's tokenizer (pad token set). The embedded model's comes straight from its GGUF file when the
-    model is not converted yet, so a dry run never pays for the conversion."""
+def load_tokenizer(model: str | None, chat_template: str | None = None, where: str = "config key 'chat_template'"
+                   ) -> Any:
+    """The model's tokenizer (pad token set; ``chat_template``, the config's, in place of the model's). The embedded
+    model's comes straight from its GGUF file when the model is not converted yet, so a dry run never pays for the
+    conversion."""
     from transformers import AutoTokenizer
 
     if model in (None, "", EMBEDDED, EMBEDDED_NAME) and embedded_converted() is None:
@@ -121,7 +124,7 @@ def load_tokenizer(model: str | None) -> Any:
             raise load_error(path, err) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    return use_chat_template(tokenizer, chat_template, where)
 
 
 @dataclass
@@ -174,6 +177,7 @@ def load_model(cfg: RunConfig, announce: bool = True) -> LoadedModel:
         model, tokenizer = _load_transformers(cfg, model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    use_chat_template(tokenizer, cfg.chat_template, cfg.where("chat_template"))
     return LoadedModel(model, tokenizer, backend, model_path)
 
 

@@ -1,7 +1,8 @@
 """Recipes: a dataset mapper, a reward preset and default settings for one task, under one name.
 
-A recipe module defines ``RECIPE``; ``get_recipe(name)`` finds it. The YAML files in the top-level
-``recipes/`` folder select a recipe and override its defaults.
+A recipe module defines ``RECIPE``; ``get_recipe(name)`` finds it, a built-in by name or the user's own by
+reference (``my_task.py:RECIPE``, ``package.module:RECIPE``): one contract for both. The YAML files in the
+top-level ``recipes/`` folder select a recipe and override its defaults.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_fast.config.references import is_reference, load_object
 from grpo_fast.errors import UserError
 from grpo_fast.recipes.common import Source
 from grpo_fast.rewards.check import CheckLine, Probe
 from grpo_fast.rewards.presets import RewardSet
 
-NAMES = ("demo", "math", "code", "qa", "summarization", "tool_math")
+NAMES = ("demo", "math", "code", "qa", "summarization", "tool_math", "trl")
+MODULES = {"trl": "trl_format"}
+"""Built-in recipes whose module is not named after them (``trl`` would read as TRL itself)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class Recipe:
     """The reward preset: weighted rewards, the correctness judge and the format reward."""
     gold: Callable[[dict], str | None]
     """A completion that must earn full correctness for a mapped row (gold self-test, SFT warm-up)."""
+    reference: Callable[[dict], str | None] | None = None
+    """The bare reference answer of a row (e.g. its ``answer`` column), tried by the gold self-test when ``gold``
+    gives none: full marks confirm the judge; a judge that wants a layout around it is reported, not refused."""
     probes: tuple[Probe, ...] = ()
     """Task-specific reward-hacking probes for ``rewards check`` (the generic ones always run)."""
     checks: tuple[Callable[[RewardSet], list[CheckLine]], ...] = ()
@@ -66,14 +73,37 @@ class Recipe:
 
 
 def get_recipe(name: str) -> Recipe:
+    """A built-in recipe by name, or the user's own ``Recipe`` by reference (loaded once per reference)."""
+    if is_reference(name):
+        return own_recipe(name)
     if name not in NAMES:
         close = difflib.get_close_matches(name, NAMES, n=1)
         raise UserError(
             f"unknown recipe {name!r}", "config key 'recipe'",
-            (f"did you mean '{close[0]}'? " if close else "") + f"built-in recipes: {', '.join(NAMES)}",
+            (f"did you mean '{close[0]}'? " if close else "") + f"built-in recipes: {', '.join(NAMES)}; or your "
+            "own by reference: my_task.py:RECIPE",
         )
-    module = importlib.import_module(f"grpo_fast.recipes.{name}")
+    module = importlib.import_module(f"grpo_fast.recipes.{MODULES.get(name, name)}")
     return module.RECIPE
+
+
+_OWN: dict[str, Recipe] = {}
+
+
+def own_recipe(ref: str) -> Recipe:
+    """``my_task.py:RECIPE`` or ``package.module:RECIPE``: a ``Recipe`` like the built-ins, checked to be one."""
+    if ref not in _OWN:
+        try:
+            obj = load_object(ref, "recipe", "Recipe")
+        except UserError as err:
+            raise UserError(err.what, "config key 'recipe'", err.fix) from None
+        if not isinstance(obj, Recipe):
+            raise UserError(f"recipe {ref!r} is a {type(obj).__name__}, not a Recipe", "config key 'recipe'",
+                            "point at a Recipe object: RECIPE = Recipe(name=..., description=..., system_prompt=..., "
+                            "rows=..., rewards=..., gold=...) with `from grpo_fast.recipes import Recipe` "
+                            "(docs/recipes.md, 'Your own task')")
+        _OWN[ref] = obj
+    return _OWN[ref]
 
 
 def all_recipes() -> list[Recipe]:

@@ -115,11 +115,12 @@ def map_rows(sources: list[Source], mapper: Callable[[dict], dict], hint: str) -
                 found = ", ".join(map(str, raw)) or "none"
                 names = " or ".join(f"'{c}'" for c in err.columns)
                 kind = f"{source.path.suffix.lstrip('.').upper()} {source.path.name}: " if source.path else ""
-                raise UserError(
-                    f"{kind}column {names} {err.problem}; columns found: {found}",
-                    source.where(index),
-                    err.fix or f"rename the column, or map your data to {hint}",
-                ) from None
+                fix = err.fix or f"rename the column, or map your data to {hint}"
+                if "prompt" in raw and "prompt" not in err.columns:
+                    fix = ("this is TRL-format data (a 'prompt' column): train on it as it is with recipe: trl, "
+                           "every other column reaching your rewards (docs/recipes.md, 'Your own task')")
+                raise UserError(f"{kind}column {names} {err.problem}; columns found: {found}", source.where(index),
+                                fix) from None
     return out
 
 

@@ -9,6 +9,7 @@ other keys as parameters.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -144,11 +145,12 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
         funcs, ws = [], []
         for i, item in enumerate(spec):
             try:
-                funcs.append(get_reward(item.name, default.funcs, **item.params))
+                funcs.append(marked(get_reward(item.name, default.funcs, **item.params), item.kind, item.range))
             except UserError as err:
                 raise UserError(err.what, where(f"rewards[{i}].name"), err.fix) from None
             ws.append(item.weight)
-        chosen = _judged(funcs, ws, default, where)
+        named = [f.__name__ for f, item in zip(funcs, spec) if item.kind == "correctness"]
+        chosen = _judged(funcs, ws, default, where, named[0] if named else None)
     if weights:
         if len(weights) != len(chosen.funcs):
             raise UserError(f"{len(weights)} reward_weights for {len(chosen.funcs)} rewards", where("reward_weights"),
@@ -157,17 +159,39 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
     return chosen
 
 
-def _judged(funcs: list, weights: list[float], default: RewardSet, where: Callable[[str], str]) -> RewardSet:
+def marked(fn: RewardFunc, kind: str | None, span: tuple[float, float] | None) -> RewardFunc:
+    """The reward with the kind and range its config entry gives (``{name: my.py:fn, kind: correctness,
+    range: [-4.5, 5]}``), as a wrapper: the user's function object is never changed."""
+    if kind is None and span is None:
+        return fn
+
+    @functools.wraps(fn)
+    def reward(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    if kind is not None:
+        reward.reward_kind = kind  # type: ignore[attr-defined]
+    if span is not None:
+        reward.reward_range = (float(span[0]), float(span[1]))  # type: ignore[attr-defined]
+    return reward
+
+
+def _judged(funcs: list, weights: list[float], default: RewardSet, where: Callable[[str], str],
+            named: str | None = None) -> RewardSet:
+    """The judge: the reward the config marks ``kind: correctness``, else the default's judge when listed, else
+    the first reward declaring ``reward_kind = 'correctness'``."""
     names = [f.__name__ for f in funcs]
-    if default.correctness in names:
+    judges = [f.__name__ for f in funcs if getattr(f, "reward_kind", None) == "correctness"]
+    if named is not None:
+        judge = named
+    elif default.correctness in names:
         judge = default.correctness
-    else:
-        judges = [f.__name__ for f in funcs if getattr(f, "reward_kind", None) == "correctness"]
-        if not judges:
-            raise UserError("no correctness reward among the configured rewards", where("rewards"),
-                            f"add one (e.g. {default.correctness}) so answers can be checked and evaluated; a custom "
-                            "reward is a judge when it has reward_kind = 'correctness'")
+    elif judges:
         judge = judges[0]
+    else:
+        raise UserError("no correctness reward among the configured rewards", where("rewards"),
+                        f"mark the reward that checks the answer: {{name: my_rewards.py:check_answer, kind: "
+                        f"correctness}} (or add {default.correctness}), so answers can be checked and evaluated")
     fmt = default.format if default.format in names else next(
         (f.__name__ for f in funcs if getattr(f, "reward_kind", None) == "format"), None)
     return RewardSet("custom", tuple(zip(funcs, weights)), judge, fmt)

@@ -61,19 +61,25 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
               *cfg.notes]
     rows = recipe.rows(cfg)
+    if cfg.system_prompt is not None:  # the gold self-test below runs against it
+        rows = data.with_system_prompt(rows, cfg.system_prompt)
+        recipe = replace(recipe, system_prompt=cfg.system_prompt)
+        report.append(f"system prompt: {cfg.system_prompt!r} ({cfg.where('system_prompt')})")
     origin = cfg.dataset or f"recipe {recipe.name} sample"
     data.validate_rows(rows, recipe.required, origin)
     rows, duplicates = data.dedupe(rows)
-    tokenizer = models.load_tokenizer(cfg.model)
+    tokenizer = models.load_tokenizer(cfg.model, cfg.chat_template, cfg.where("chat_template"))
     noted = len(cfg.notes)
     thinking = for_run(cfg, tokenizer)
     report.extend(cfg.notes[noted:] if len(cfg.notes) > noted else [thinking.describe()])
-    recipe = replace(recipe, gold=thinking.gold(recipe.gold))  # the gold answers thinking, then answering
+    recipe = replace(recipe, gold=thinking.gold(recipe.gold),  # the gold answers thinking, then answering
+                     reference=thinking.gold(recipe.reference) if recipe.reference else None)
     tools = tool_list(cfg, recipe, tokenizer, report)
     rows, stats = data.filter_long_prompts(rows, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
     if recipe.holdout is not None and cfg.dataset is None:
         train_rows = rows
         wanted = recipe.holdout(cfg, rows) if wants_holdout(cfg) else []
+        wanted = data.with_system_prompt(wanted, cfg.system_prompt) if cfg.system_prompt is not None else wanted
         eval_rows, _ = data.filter_long_prompts(wanted, tokenizer, cfg.max_prompt_tokens, tools, thinking.kwargs)
         if len(eval_rows) < cfg.eval_rows:
             if cfg.set_by_user("eval_rows"):
@@ -93,8 +99,13 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
                         f"not think ({thinking.describe()})", cfg.where("rewards"), "train a thinking model "
                         "(thinking: on), or judge direct answers with math_accuracy")
     sandbox = sandbox_check(cfg, rewards, tools, report)  # before the gold self-test runs any code
-    audit = audit_gold(rewards, train_rows, recipe.gold)
-    if audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
+    report.extend(scale_lines(rewards))
+    audit, said = gold_audit(rewards, train_rows, recipe)
+    if audit.total and not recipe.gold(train_rows[audit.checked[0]]) and recipe.reference:
+        recipe = replace(recipe, gold=recipe.reference)  # the bare reference earns full marks: it is the gold
+    if said:
+        report.append(said)
+    elif audit.failures and recipe.drop_failed_gold and not audit.mostly_failing:  # a few broken references
         dropped = {i for i, _ in audit.failures}
         train_rows = [row for i, row in enumerate(train_rows) if i not in dropped]
         report.append(audit.summary(dropped=True))
@@ -105,6 +116,36 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
         report.append(audit.summary())
     report.append(memory_line(cfg, stats.max))
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox)
+
+
+def gold_audit(rewards: RewardSet, rows: list[dict], recipe: Recipe) -> tuple[GoldAudit, str | None]:
+    """The gold self-test, and a line when it could not check the judge: no row has a gold reply, or the bare
+    reference (``recipe.reference``) fails the judge on every row because the judge wants a layout around it."""
+    audit = audit_gold(rewards, rows, recipe.gold)
+    if audit.total:
+        return audit, None
+    nothing = GoldAudit(0, [], [], rewards.correctness)
+    if recipe.reference is not None:
+        bare = audit_gold(rewards, rows, recipe.reference)
+        if bare.total and not bare.failures:
+            return bare, None
+        if bare.total and len(bare.failures) < len(bare.checked):
+            return bare, None  # some references pass: the judge reads them, the failing rows are real
+        if bare.total:
+            return nothing, (f"gold self-test: not checked: the bare reference gets full '{rewards.correctness}' on "
+                             f"none of {len(bare.checked)} rows (the judge asks for a layout around it); add a "
+                             "'gold' column holding a full reply to check the judge before training")
+    return nothing, (f"gold self-test: not checked: no row has a gold reply (a 'gold' or 'completion' column) or a "
+                     f"reference answer for '{rewards.correctness}' to score")
+
+
+def scale_lines(rewards: RewardSet) -> list[str]:
+    """What the health monitor weighs rewards against: a line for rewards that declare no range."""
+    bare = [n for n, fn in zip(rewards.names, rewards.funcs) if getattr(fn, "reward_range", None) is None]
+    if not bare:
+        return []
+    return [f"health: {', '.join(bare)} declare(s) no score range: the monitor learns the reward's span from the "
+            "scores it observes (give range: [lo, hi] on the reward to fix it)"]
 
 
 USERNS_FIX = ("run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "

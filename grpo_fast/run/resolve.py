@@ -17,6 +17,7 @@ from grpo_fast.config.grpo_args import advice
 from grpo_fast.config.locations import path_text
 from grpo_fast.errors import UserError
 from grpo_fast.models.plan import profile_for
+from grpo_fast.models.templates import is_template_text
 from grpo_fast.recipes import get_recipe
 
 # GRPOConfig values the kit chooses over TRL's defaults, for every run.
@@ -139,8 +140,10 @@ def resolve_config(target: str | RunConfig | None = None,
     elif target and is_config_file(target):
         file_values, lines = read_yaml(target)
         _anchor_reward_files(file_values, Path(target).resolve().parent)
+        _anchor_own_files(file_values, Path(target).resolve().parent)
     elif target:
         cli.setdefault("recipe", target)
+    _anchor_own_files(cli, Path.cwd())  # config.yaml records them absolute: evaluation resolves it from the run dir
     # Unsloth patches transformers, trl and peft when it is imported: before the recipe (its data and rewards) loads
     models.preimport_unsloth(str(cli.get("backend") or file_values.get("backend") or "auto"))
     recipe = get_recipe(str(cli.get("recipe") or file_values.get("recipe") or "demo"))
@@ -161,6 +164,16 @@ def resolve_config(target: str | RunConfig | None = None,
         cfg.notes.extend(f"stage {stage.name}: {note}" if cfg.stages else note for note in advice(stage.cfg.grpo)
                          if not stage.sft)
     return cfg
+
+
+def _anchor_own_files(values: dict[str, Any], base: Path) -> None:
+    """``recipe: my_task.py:RECIPE`` and ``chat_template: my.jinja`` are relative to the config file too."""
+    recipe = values.get("recipe")
+    if isinstance(recipe, str) and ".py:" in recipe and not Path(recipe.split(".py:")[0]).is_absolute():
+        values["recipe"] = f"{base / recipe.split('.py:')[0]}.py:{recipe.split('.py:', 1)[1]}"
+    template = values.get("chat_template")
+    if isinstance(template, str) and not is_template_text(template) and not Path(template).expanduser().is_absolute():
+        values["chat_template"] = str(base / template)
 
 
 def _anchor_reward_files(values: dict[str, Any], base: Path) -> None:

@@ -33,6 +33,7 @@ class Rules:
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
+        self.scale = self.scale.observed(row)  # a reward without a declared range: its span, as observed
 
     def component(self, name: str) -> list[float]:
         """One reward's per-step mean over the run (``rewards/<name>/mean``; older TRL logs ``rewards/<name>``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from grpo_fast.watch.remedies import NOTES
@@ -52,18 +52,38 @@ class HealthEvent:
 @dataclass(frozen=True)
 class RewardScale:
     """The total reward's known range (None where a reward declares none) and which rewards judge format and
-    correctness, with their own ranges: what the rules weigh the logged numbers against."""
+    correctness, with their own ranges: what the rules weigh the logged numbers against. Without a declared range
+    the span is learnt from the steps observed (``learned``), so a -4.5..5 notebook reward is not weighed as 0-1."""
 
     low: float | None = None
     high: float | None = None
     format_reward: str | None = None
     correctness_reward: str | None = None
     ranges: tuple[tuple[str, float, float], ...] = ()
+    learned: tuple[float, float] | None = None
+    """The lowest and highest mean reward minus / plus its spread seen so far (only when no range is declared)."""
+
+    @property
+    def declared(self) -> bool:
+        return self.low is not None and self.high is not None and self.high > self.low
 
     @property
     def span(self) -> float:
-        return self.high - self.low if self.low is not None and self.high is not None and self.high > self.low \
-            else 1.0
+        if self.declared:
+            return self.high - self.low  # type: ignore[operator]
+        if self.learned is not None and self.learned[1] > self.learned[0]:
+            return self.learned[1] - self.learned[0]
+        return 1.0
+
+    def observed(self, row: Row) -> RewardScale:
+        """This scale after one logged step: a declared range stays; an undeclared one widens to the step's mean
+        reward plus and minus its spread."""
+        mean = value(row, "reward")
+        if self.declared or mean is None:
+            return self
+        spread = value(row, "reward_std") or 0.0
+        low, high = self.learned or (mean - spread, mean + spread)
+        return replace(self, learned=(min(low, mean - spread), max(high, mean + spread)))
 
     def span_of(self, name: str) -> float:
         return next((hi - lo for n, lo, hi in self.ranges if n == name and hi > lo), 1.0)

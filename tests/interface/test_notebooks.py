@@ -2,7 +2,7 @@
 
 Each notebook is executed headless on CPU for one step: a cell injected after the ``parameters`` cell switches
 it to SMOKE mode. The GSM8K quickstart and the tool-use notebook run SMOKE as shipped, on the embedded 135M model
-(tool use needs its chat template); the others get the tests' tiny random Llama as SMOKE_MODEL, which keeps the six
+(tool use needs its chat template); the others get the tests' tiny random Llama as SMOKE_MODEL, which keeps the seven
 within the suite's time budget.
 """
 
@@ -29,8 +29,8 @@ EMBEDDED = ("01", "06")  # run on the embedded model as shipped
 STAGED = {"06": 2}  # SFT warm-up then GRPO: one step each
 
 
-def test_six_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
+def test_seven_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
