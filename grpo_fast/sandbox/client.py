@@ -50,6 +50,7 @@ class SandboxResult:
     n_tests: int = 0
     error: str = ""
     failures: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # what clean-up after the job could not remove (logged too)
 
     @property
     def outside_design(self) -> int:
@@ -224,6 +225,8 @@ class Sandbox:
                     self._proc = None
                     break
                 idx = ids.pop(res.pop("id"))
+                if res.get("left"):  # a later job may see it: never quiet
+                    log.warning("code sandbox: clean-up after a job could not remove: %s", "; ".join(res["left"]))
                 out[idx] = SandboxResult(**res)
             writer.join(timeout=1)
             return [r or SandboxResult(status="exited", error="sandbox lost") for r in out]

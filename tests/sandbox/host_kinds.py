@@ -117,14 +117,38 @@ def _contain() -> None:
     assert libc.unshare(0x20000) == 0  # CLONE_NEWNS
     isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
     isolation.expose_interpreter(_reachable_dirs())
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    for point in sorted(p for p in points if p == "/sys/fs/cgroup" or p.startswith("/sys/fs/cgroup/")):
-        isolation.mount("none", point, None, 0x20 | 0x1000 | 0x1, None)  # MS_REMOUNT | MS_BIND | MS_RDONLY
+    _read_only_cgroups()
     _docker_seccomp()
     for cap in range(64):
         if cap not in DOCKER_CAPS and libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
             break
+
+
+def _read_only_cgroups() -> None:
+    """In this process's own private mount namespace: every cgroup mount read-only (the kit cannot make its own)."""
+    from grpo_fast.sandbox.isolation import namespaces as isolation
+
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in sorted(p for p in points if p == "/sys/fs/cgroup" or p.startswith("/sys/fs/cgroup/")):
+        isolation.mount("none", point, None, 0x20 | 0x1000 | 0x1, None)  # MS_REMOUNT | MS_BIND | MS_RDONLY
+
+
+def _cgroups_refused() -> None:
+    from grpo_fast.sandbox.isolation import namespaces as isolation
+
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x20000) == 0  # CLONE_NEWNS
+    isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
+    _read_only_cgroups()
+
+
+def without_cgroups(argv: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` as root on this host with its cgroups read-only (a host whose cgroup tree is not delegated to
+    the kit): namespaces still allowed, so the forker runs jobs in its minimal root and its memory watch."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": container_home(), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
+           **kw.pop("env", {})}
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_cgroups_refused, timeout=timeout,
+                          capture_output=True, text=True, **kw)
 
 
 def container_home() -> str:

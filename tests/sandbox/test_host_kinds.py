@@ -72,7 +72,7 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
     for left in [*(Path(d).glob("grpo_sbx_*") for d in ("/tmp", "/var/tmp", "/dev/shm", entry.pw_dir))]:
         for path in left:  # what the attack left on the host at this level
             path.unlink()
-    cleanup.remove_ipc(entry.pw_uid)
+    assert not cleanup.remove_ipc(entry.pw_uid).left
     if proc.returncode == 0:  # the program's kill(-1) may well have ended the scenario itself: a threat too
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["level"] == "rlimits-only"

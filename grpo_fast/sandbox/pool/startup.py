@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from ..isolation import cgroups, kernel, limits, namespaces, probe, userns
+from ..isolation import cgroups, kernel, limits, memory, namespaces, probe, userns
 from ..policy import POLICIES
 from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
 from .zygote import Zygote, send
@@ -43,11 +43,6 @@ def main(argv: list[str]) -> None:
     controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
     slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
     cgroups.start_janitor(slot_cgroups)
-    layers = probe.kernel_layers(policy, slot_cgroups, why)
-    if own_cpu:
-        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
-    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
-                 if state.startswith("refused")]
     if not policy.same_uid:  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         try:
@@ -63,6 +58,17 @@ def main(argv: list[str]) -> None:
     private_root = policy.namespaces and namespaces.minimal_root_works(*kernel.root_view(site_dirs))
     if policy.namespaces and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
-    zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
+    layers = probe.kernel_layers(policy, slot_cgroups, why)
+    if own_cpu:
+        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
+    if "memory watch" in layers:  # tried where the forker will run it: its root, a job's IPC namespace
+        root = kernel.root_view(site_dirs)
+        refused = memory.refused_where_forked(lambda: namespaces.minimal_root(*root) if private_root else None,
+                                              policy.namespaces)
+        layers.update({layer: f"refused: {reason}" for layer, reason in refused.items()})
+    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
+                 if state.startswith("refused")]
+    zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp,
+                    layers.get("sysv shm limit", "").startswith("holds") and policy.namespaces)
     send(1, {"level": policy.name, "warnings": warnings, "layers": layers})
     zygote.serve()
