@@ -109,14 +109,17 @@ def _docker_seccomp() -> None:
     assert lib.seccomp_load(ctx) == 0
 
 
-def _contain() -> None:
-    """In the child before exec: a container's view of this host (see the module's docstring)."""
+def _contain(expose: bool = True) -> None:
+    """In the child before exec: a container's view of this host (see the module's docstring). ``expose=False``:
+    the interpreter stays where this host keeps it (under /root on CI: a container whose Python its jobs' uids
+    cannot read)."""
     from grpo_fast.sandbox.isolation import namespaces as isolation
 
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.unshare(0x20000) == 0  # CLONE_NEWNS
     isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
-    isolation.expose_interpreter(_reachable_dirs())
+    if expose:
+        isolation.expose_interpreter(_reachable_dirs())
     _read_only_cgroups()
     _docker_seccomp()
     for cap in range(64):
@@ -162,11 +165,11 @@ def container_home() -> str:
     return str(home)
 
 
-def in_container(argv: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+def in_container(argv: list[str], timeout: float = 600, expose: bool = True, **kw) -> subprocess.CompletedProcess:
     """Run ``argv`` as root in a container-like view of this host (``_contain``)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": container_home(), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
            **kw.pop("env", {})}
-    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_contain, timeout=timeout,
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=lambda: _contain(expose), timeout=timeout,
                           capture_output=kw.pop("capture", True), text=True, **kw)
 
 

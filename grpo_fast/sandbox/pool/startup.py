@@ -21,6 +21,9 @@ PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", 
            "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
 
 
+PROBE_UID = 0x3FFFFFF0  # below every job uid (``zygote``), owned by no one: the probe reads as a job would
+
+
 def main(argv: list[str]) -> None:
     """``requested_level workers site_dirs_json``: say hello (the level in force), then serve."""
     requested, workers, site_dirs = argv[0], int(argv[1]), json.loads(argv[2])
@@ -43,13 +46,18 @@ def main(argv: list[str]) -> None:
     controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
     slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
     cgroups.start_janitor(slot_cgroups)
+    imports_refused = ""
     if not policy.same_uid:  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        needed = [*kernel.root_view(site_dirs)[0], os.path.dirname(os.__file__), here]
         try:
-            namespaces.expose_interpreter([*kernel.root_view(site_dirs)[0], here])
-        except OSError as err:
-            warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
-                            "only preloaded modules will import")
+            namespaces.expose_interpreter(needed)
+        except OSError:
+            pass  # mounts refused (a container): whether a job's uid can read them anyway is tried next
+        unreadable = namespaces.unreadable_to(PROBE_UID, needed) if policy.uid_drop else ""  # else: the user's
+        if unreadable:
+            imports_refused = f"a job's uid cannot read {unreadable}: only the modules loaded before the job import"
+            warnings.append(imports_refused)
     for name in PRELOAD:
         try:
             __import__(name)
@@ -70,5 +78,5 @@ def main(argv: list[str]) -> None:
                  if state.startswith("refused")]
     zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp,
                     layers.get("sysv shm limit", "").startswith("holds") and policy.namespaces)
-    send(1, {"level": policy.name, "warnings": warnings, "layers": layers})
+    send(1, {"level": policy.name, "warnings": warnings, "layers": layers, "imports_refused": imports_refused})
     zygote.serve()
