@@ -50,6 +50,7 @@ class SandboxResult:
     n_tests: int = 0
     error: str = ""
     failures: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # what clean-up after the job could not remove (logged too)
 
     @property
     def outside_design(self) -> int:
@@ -121,6 +122,7 @@ class Sandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._level = ""
         self._layers: dict[str, str] = {}
+        self._imports_refused = ""  # why a job's imports of modules not loaded before it fail here, if they do
         self._lock = threading.Lock()
         self._next = 0
 
@@ -138,6 +140,7 @@ class Sandbox:
             raise RuntimeError("sandbox zygote failed to start")
         self._level = hello["level"]
         self._layers = dict(hello.get("layers") or {})
+        self._imports_refused = str(hello.get("imports_refused") or "")
         for warning in hello.get("warnings") or ():
             log.warning("code sandbox: %s", warning)
         if self._level != STRONGEST.name:
@@ -224,6 +227,10 @@ class Sandbox:
                     self._proc = None
                     break
                 idx = ids.pop(res.pop("id"))
+                if self._imports_refused and "ModuleNotFoundError" in res["error"]:  # the sandbox's doing, not the
+                    res["error"] += f" (refused by the sandbox: {self._imports_refused})"  # program's
+                if res.get("left"):  # a later job may see it: never quiet
+                    log.warning("code sandbox: clean-up after a job could not remove: %s", "; ".join(res["left"]))
                 out[idx] = SandboxResult(**res)
             writer.join(timeout=1)
             return [r or SandboxResult(status="exited", error="sandbox lost") for r in out]

@@ -92,6 +92,10 @@ REFUSED_LAYER_THREATS = {  # a kernel layer the host refused (the hello's ``laye
     "cgroup memory": "memory: the job's total is measured every 20 ms, not held by the kernel (a burst can pass "
                      "memory_mb for that long; a normal user's private /tmp adds up to 96 MiB; the working "
                      "directory's files and kernel buffers at their default sizes are not counted)",
+    "memory watch": "memory: only each process's own RLIMIT_AS holds (a job's processes together, its shared memory "
+                    "and files are not measured)",
+    "sysv shm limit": "memory: SysV shared memory a program detaches is not counted against memory_mb (up to the "
+                      "host's shmall)",
     "seccomp": "kernel calls: unfiltered (ptrace, new namespaces, kernel keys, io_uring)",
     "cgroup cpu": "CPU: a job with many processes can slow the job beside it (slots share CPUs)",
 }

@@ -109,22 +109,49 @@ def _docker_seccomp() -> None:
     assert lib.seccomp_load(ctx) == 0
 
 
-def _contain() -> None:
-    """In the child before exec: a container's view of this host (see the module's docstring)."""
+def _contain(expose: bool = True) -> None:
+    """In the child before exec: a container's view of this host (see the module's docstring). ``expose=False``:
+    the interpreter stays where this host keeps it (under /root on CI: a container whose Python its jobs' uids
+    cannot read)."""
     from grpo_fast.sandbox.isolation import namespaces as isolation
 
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.unshare(0x20000) == 0  # CLONE_NEWNS
     isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
-    isolation.expose_interpreter(_reachable_dirs())
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    for point in sorted(p for p in points if p == "/sys/fs/cgroup" or p.startswith("/sys/fs/cgroup/")):
-        isolation.mount("none", point, None, 0x20 | 0x1000 | 0x1, None)  # MS_REMOUNT | MS_BIND | MS_RDONLY
+    if expose:
+        isolation.expose_interpreter(_reachable_dirs())
+    _read_only_cgroups()
     _docker_seccomp()
     for cap in range(64):
         if cap not in DOCKER_CAPS and libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
             break
+
+
+def _read_only_cgroups() -> None:
+    """In this process's own private mount namespace: every cgroup mount read-only (the kit cannot make its own)."""
+    from grpo_fast.sandbox.isolation import namespaces as isolation
+
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in sorted(p for p in points if p == "/sys/fs/cgroup" or p.startswith("/sys/fs/cgroup/")):
+        isolation.mount("none", point, None, 0x20 | 0x1000 | 0x1, None)  # MS_REMOUNT | MS_BIND | MS_RDONLY
+
+
+def _cgroups_refused() -> None:
+    from grpo_fast.sandbox.isolation import namespaces as isolation
+
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x20000) == 0  # CLONE_NEWNS
+    isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
+    _read_only_cgroups()
+
+
+def without_cgroups(argv: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` as root on this host with its cgroups read-only (a host whose cgroup tree is not delegated to
+    the kit): namespaces still allowed, so the forker runs jobs in its minimal root and its memory watch."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": container_home(), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
+           **kw.pop("env", {})}
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_cgroups_refused, timeout=timeout,
+                          capture_output=True, text=True, **kw)
 
 
 def container_home() -> str:
@@ -138,11 +165,11 @@ def container_home() -> str:
     return str(home)
 
 
-def in_container(argv: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+def in_container(argv: list[str], timeout: float = 600, expose: bool = True, **kw) -> subprocess.CompletedProcess:
     """Run ``argv`` as root in a container-like view of this host (``_contain``)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": container_home(), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
            **kw.pop("env", {})}
-    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=_contain, timeout=timeout,
+    return subprocess.run(argv, env=env, cwd=str(ROOT), preexec_fn=lambda: _contain(expose), timeout=timeout,
                           capture_output=kw.pop("capture", True), text=True, **kw)
 
 

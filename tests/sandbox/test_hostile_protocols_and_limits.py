@@ -480,6 +480,8 @@ def test_the_layers_reported_are_the_layers_a_program_is_in(box: Sandbox) -> Non
     landlock = {"landlock"} if box.level() in ("landlock+uid-drop", "landlock+own-uid", "uid-drop",
                                                "rlimits-only") else set()  # no namespaces
     watch = {"memory watch"} if layers["cgroup memory"].startswith("refused") else set()
+    if watch and (box.level().startswith("namespaces") or layers["seccomp"].startswith("holds")):
+        watch.add("sysv shm limit")  # a job's own shmall, or SysV denied by the filter
     assert set(layers) == {"namespaces", "rlimits", "cgroup memory", "cgroup pids", "cgroup cpu", "seccomp", *landlock,
                            *watch}
     probe = ("print(open('/proc/self/cgroup').read())\n"

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import time
+from typing import NamedTuple
 
 from ..policy import Policy
 from . import namespaces
@@ -23,10 +24,18 @@ _IPC = (("shm", "shmctl", 1), ("sem", "semctl", 1), ("msg", "msgctl", 1))  # /pr
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> list[str]:
+class Cleaned(NamedTuple):
+    """What a clean-up removed, and what it found but could not remove (with why): only what is gone is
+    ``removed``."""
+
+    removed: list[str]
+    left: list[str]
+
+
+def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
     """Remove every entry of ``dirs`` owned by ``uid`` (a directory with all it holds), and its IPC objects.
-    Returns what was removed (the caller may log it); never raises."""
-    removed = []
+    Never raises: what could not be removed is in ``left``, for the caller to report."""
+    removed, left = [], []
     for top in dirs:
         try:
             entries = list(os.scandir(top))
@@ -36,20 +45,36 @@ def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> list[str]:
             try:
                 if entry.stat(follow_symlinks=False).st_uid != uid:
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-                removed.append(entry.path)
+                why = remove_tree(entry.path) if entry.is_dir(follow_symlinks=False) else _unlink(entry.path)
             except OSError:
-                pass
-    removed += remove_ipc(uid)
-    return removed
+                continue  # gone meanwhile (its owner's process removed it)
+            if why:
+                left.append(f"{entry.path} ({why})")
+            else:
+                removed.append(entry.path)
+    ipc = remove_ipc(uid)
+    return Cleaned(removed + ipc.removed, left + ipc.left)
 
 
-def remove_ipc(uid: int) -> list[str]:
-    """SysV shared memory, semaphores and message queues owned (or created) by ``uid``: removed by a short child
-    under that uid (root in a container lacks CAP_SYS_ADMIN, which removing another uid's object takes)."""
+def remove_tree(path: str) -> str:
+    """Remove a directory with all it holds, as much of it as can go: ``""`` once it is gone, else why not."""
+    errors: list[str] = []
+    shutil.rmtree(path, onerror=lambda _f, _p, exc: errors.append(getattr(exc[1], "strerror", "") or str(exc[1])))
+    return (errors[0] if errors else "still there") if os.path.lexists(path) else ""
+
+
+def _unlink(path: str) -> str:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as err:
+        return err.strerror or str(err)
+    return ""
+
+
+def _owned_ipc(uid: int) -> list[tuple[str, str, int]]:
+    """(kind, call, id) of every SysV object owned (or created) by ``uid``."""
     found: list[tuple[str, str, int]] = []
     for kind, call, column in _IPC:
         try:
@@ -62,8 +87,16 @@ def remove_ipc(uid: int) -> list[str]:
             fields = dict(zip(names, row.split()))
             if str(uid) in (fields.get("uid"), fields.get("cuid")):
                 found.append((kind, call, int(row.split()[column])))
+    return found
+
+
+def remove_ipc(uid: int) -> Cleaned:
+    """SysV shared memory, semaphores and message queues owned (or created) by ``uid``: removed by a short child
+    under that uid (root in a container lacks CAP_SYS_ADMIN, which removing another uid's object takes); looked
+    for again afterwards, so that only what is gone counts as removed."""
+    found = _owned_ipc(uid)
     if not found:
-        return []
+        return Cleaned([], [])
     pid = _libc.fork()  # without CPython's at-fork hooks: the child only calls into the kernel
     if pid == 0:
         try:
@@ -74,7 +107,9 @@ def remove_ipc(uid: int) -> list[str]:
             os._exit(0)
     if pid > 0:
         os.waitpid(pid, 0)
-    return [f"{kind} {ident}" for kind, _, ident in found]
+    still = {(kind, ident) for kind, _, ident in _owned_ipc(uid)}
+    return Cleaned([f"{kind} {ident}" for kind, _, ident in found if (kind, ident) not in still],
+                   [f"{kind} {ident} (still there)" for kind, _, ident in found if (kind, ident) in still])
 
 
 def kill_leftovers(policy: Policy, uid: int, keep: set[int]) -> list[tuple[int, int]]:

@@ -14,22 +14,56 @@ Only the standard library is imported: this module runs in the zygote.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+from collections.abc import Callable
 
 from . import namespaces
 
 POLL_S = 0.02
+SHMALL = "/proc/sys/kernel/shmall"
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def limit_ipc_namespace(memory_mb: int) -> None:
+def limit_ipc_namespace(memory_mb: int) -> str:
     """In a job's fresh IPC namespace (the forker's own, until the next job): SysV shared memory at most the job's
-    limit, in pages."""
+    limit, in pages. Returns ``""`` once set, else why not: the job must not run as if it held."""
     try:
-        with open("/proc/sys/kernel/shmall", "w") as f:
+        with open(SHMALL, "w") as f:
             f.write(str((memory_mb << 20) // _PAGE))
-    except OSError:
-        pass
+    except OSError as err:
+        return f"writing {SHMALL}: {err.strerror or err}"
+    return ""
+
+
+def refused_where_forked(enter_root: Callable[[], object], ipc_namespaces: bool) -> dict[str, str]:
+    """Whether this module's layers hold where the forker will run them, tried rather than assumed: a throwaway
+    child enters the forker's root (``enter_root``), reads its own ``statm`` as the watch does and, with
+    ``ipc_namespaces``, sets ``shmall`` in a fresh IPC namespace. Returns each refused layer with its reason."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        refused = {}
+        try:
+            os.close(r)
+            enter_root()
+            if not _resident(os.getpid()):
+                refused["memory watch"] = "the forker cannot read its processes' memory (no /proc/<pid>/statm)"
+            if ipc_namespaces:
+                if namespaces.libc.unshare(namespaces.CLONE_NEWIPC) != 0:
+                    refused["sysv shm limit"] = "a job's own IPC namespace was refused"
+                elif why := limit_ipc_namespace(1):
+                    refused["sysv shm limit"] = why
+        except BaseException as err:  # noqa: BLE001 - the child must report, whatever went wrong
+            refused["memory watch"] = f"its probe failed: {err!r}"
+        finally:
+            os.write(w, json.dumps(refused).encode())
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else {"memory watch": "its probe died"}
 
 
 def _resident(pid: int) -> int:

@@ -123,6 +123,40 @@ def expose_interpreter(paths: list[str]) -> list[str]:
     return list(blocked)
 
 
+def unreadable_to(uid: int, paths: list[str]) -> str:
+    """What of ``paths`` (directories: each listed, and the first ``.py`` file in it opened) a process of ``uid``
+    with no groups cannot read, tried in a throwaway child: ``""`` when all can be read, else the first path and
+    why. A job's imports need this; checking mode bits would guess where ACLs, groups or mounts decide."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        why = "its probe failed"
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            why = ""
+            for path in paths:
+                try:
+                    names = sorted(os.listdir(path))
+                    with open(os.path.join(path, next((n for n in names if n.endswith(".py")), ".")), "rb"):
+                        pass
+                except IsADirectoryError:
+                    continue  # no module file in it: listing it was the check
+                except OSError as err:
+                    why = f"{path} ({err.strerror or err})"
+                    break
+        finally:
+            os.write(w, why.encode())
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        why = f.read().decode()
+    os.waitpid(pid, 0)
+    return why
+
+
 def minimal_root(keep: list[str], hide: list[str]) -> None:
     """Make this process's root (in a new private mount namespace) a tmpfs holding only the system directories,
     ``keep`` (the interpreter, site-packages) read-only, and a tiny /dev. Home directories, the working tree and

@@ -69,7 +69,12 @@ def kernel_layers(policy: Policy, slot_cgroups: cgroups.Cgroups, seccomp_refused
     layers["seccomp"] = f"refused: {seccomp_refused}" if seccomp_refused else "holds (libseccomp)"
     if not layers.get("cgroup memory", "").startswith("holds"):  # isolation.memory: what holds a job's memory instead
         layers["memory watch"] = "holds (per process RLIMIT_AS; the job's processes measured every 20 ms" + \
-            ("; no memory files; SysV shared memory within the limit)" if not seccomp_refused else ")")
+            ("; no memory files)" if not seccomp_refused else ")")
+        if policy.namespaces:  # a job's own IPC namespace, its shmall the job's limit (``memory.refused_where_forked``
+            # says whether that write works where the forker runs)
+            layers["sysv shm limit"] = "holds (shmall = memory_mb in the job's own IPC namespace)"
+        elif policy.seccomp_confines and not seccomp_refused:
+            layers["sysv shm limit"] = "holds (SysV IPC denied by the seccomp filter)"
     if policy.landlock:
         layers["landlock"] = f"holds ({landlock.Landlock(landlock.abi(), policy.uid_drop).holds()})"
     elif not policy.namespaces:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import _signal
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..isolation import kernel, limits, namespaces
+from ..isolation import cleanup, kernel, limits, namespaces
 from ..policy import Policy
 from ..verdict import judge, scratch
 from ..verdict.runner import serve
@@ -208,5 +207,7 @@ def tempdir(new: bool = False) -> str:
     return tempfile.mkdtemp(prefix="grpo_fast_sbx_") if new else tempfile.gettempdir()
 
 
-def rmtree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def rmtree(path: str) -> list[str]:
+    """Remove a job's directory (``""``: none); returns it, with why, when it could not all go."""
+    why = cleanup.remove_tree(path) if path else ""
+    return [f"{path} ({why})"] if why else []

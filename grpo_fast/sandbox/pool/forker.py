@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..isolation import cgroups, cleanup, kernel, landlock, limits, memory, namespaces
 from ..policy import Policy
@@ -55,6 +55,7 @@ class Template:
     pidns: namespaces.PidNamespaces | None  # each job's processes in a PID namespace of their own
     networks: namespaces.SlotNetwork | None
     watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
+    limit_shm: bool  # each job's IPC namespace gets the job's shmall (found to work at the pool's start)
 
 
 @dataclass
@@ -67,21 +68,23 @@ class _Program:
     memory_mb: int = 0
     stop_at: float = float("inf")
     timed_out: bool = False
+    left: list[str] = field(default_factory=list)  # what clean-up after the job could not remove
 
 
 def main(jobs: socket.socket, report_fd: int, policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str],
          private_root: bool, slot: int, cpu: int | None, slot_cgroups: cgroups.Cgroups,
-         seccomp: limits.Filters | None) -> None:
+         seccomp: limits.Filters | None, limit_shm: bool) -> None:
     """Serve slot ``slot``'s ``run``/``stop`` messages from the zygote; write one exit report per program to
     ``report_fd`` (shared by the slots' forkers: a report is one write, far below the size a pipe keeps whole).
     ``cpu``: the slot's own CPU, or None. ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the
-    kernel layers the zygote found to hold."""
-    template = set_up(policy, uid_bases, site_dirs, private_root, slot, cpu, slot_cgroups, seccomp)
+    kernel layers the zygote found to hold; ``limit_shm``: whether each job's IPC namespace gets its shmall."""
+    template = set_up(policy, uid_bases, site_dirs, private_root, slot, cpu, slot_cgroups, seccomp, limit_shm)
     Slot(template, jobs, report_fd).serve()
 
 
 def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool, slot: int,
-           cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> Template:
+           cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None,
+           limit_shm: bool = False) -> Template:
     """The template every job's process is forked from: its layers set once, its code warm, its heap frozen."""
     # every process of the slot's jobs is born here; the filter keeps them here
     if cpu is not None:
@@ -127,7 +130,8 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     gc.freeze()
-    return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch)
+    return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
+                    limit_shm and watch is not None and networks is not None)
 
 
 class Slot:
@@ -199,17 +203,20 @@ class Slot:
         if scratch.shared_directory(desc, t.policy):
             judge_uid = uid
         # first: the previous job's IPC namespace (its shared memory) goes
+        unlimited = ""
         if t.networks is not None:
             t.networks.next_job()
-            if t.watch is not None:
-                memory.limit_ipc_namespace(int(desc["memory_mb"]))
+            if t.limit_shm:  # said to hold at the pool's start: a job it fails for does not run
+                unlimited = memory.limit_ipc_namespace(int(desc["memory_mb"]))
         if t.layers.slots is not None:
             try:
                 t.layers.slots.prepare(int(desc["memory_mb"]))
             except OSError:
                 pass  # e.g. cached pages above a lower limit: the slot keeps its previous one
         judge: int | None
-        if desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
+        if unlimited:
+            pid = judge = None
+        elif desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
             pid = self.spawn_program(desc, fds, uid) if len(fds) == 4 else None
             judge = 0
         else:
@@ -222,10 +229,11 @@ class Slot:
             # the program's directory, where one was made ("": none)
             rmtree(desc.get("workdir", ""))
             # those not yet closed
-            for fd in (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
+            for fd in fds if unlimited else (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
                 os.close(fd)
             self.report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
-                                         "fault": "could not start the program or its judge"}).encode())
+                                         "fault": f"the job's SysV shared-memory limit failed ({unlimited})"
+                                         if unlimited else "could not start the program or its judge"}).encode())
             return
         deadline = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
         if judge:
@@ -305,12 +313,16 @@ class Slot:
                 if program in self.running:
                     self.running[program].stop_at = min(self.running[program].stop_at,
                                                         time.monotonic() + STOP_GRACE_S)
+                left = []
                 if policy.shares_host_dirs:
                     exits += cleanup.kill_leftovers(policy, judge_uid, set(self.running) | set(self.judges))
                     if policy.uid_drop:
-                        cleanup.remove_owned(judge_uid)
+                        left = cleanup.remove_owned(judge_uid).left
                 if pid in self.waiting:
-                    self.report.send(self.waiting.pop(pid))
+                    done = json.loads(self.waiting.pop(pid))
+                    self.report.send(json.dumps({**done, "left": done.get("left", []) + left}).encode())
+                elif program in self.running:
+                    self.running[program].left += left
                 continue
             prog = self.running.pop(pid, None)
             if prog is None:
@@ -318,15 +330,15 @@ class Slot:
             del self.by_id[prog.id]
             if policy.shares_host_dirs:
                 exits += cleanup.kill_leftovers(policy, prog.uid, set(self.running) | set(self.judges))
-                rmtree(prog.workdir)
+                prog.left += rmtree(prog.workdir)
                 if policy.uid_drop:  # its files, IPC objects and queues: none reaches the next job
-                    cleanup.remove_owned(prog.uid)
+                    prog.left += cleanup.remove_owned(prog.uid).left
             if self.t.layers.seccomp is None and policy.uid_drop:  # nothing kept it from keys
                 if self.t.pidns is not None:
                     self.t.pidns.before_fork()
                 limits.clear_user_keys(prog.uid)
             done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
-                               "timed_out": prog.timed_out}).encode()
+                               "timed_out": prog.timed_out, **({"left": prog.left} if prog.left else {})}).encode()
             if prog.judge in self.judges:
                 self.waiting[prog.judge] = done
             else:

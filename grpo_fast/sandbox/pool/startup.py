@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from ..isolation import cgroups, kernel, limits, namespaces, probe, userns
+from ..isolation import cgroups, kernel, limits, memory, namespaces, probe, userns
 from ..policy import POLICIES
 from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
 from .zygote import Zygote, send
@@ -19,6 +19,9 @@ from .zygote import Zygote, send
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
            "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
            "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
+
+
+PROBE_UID = 0x3FFFFFF0  # below every job uid (``zygote``), owned by no one: the probe reads as a job would
 
 
 def main(argv: list[str]) -> None:
@@ -43,18 +46,18 @@ def main(argv: list[str]) -> None:
     controllers = tuple(c for c in cgroups.CONTROLLERS if c != "cpu" or not own_cpu)
     slot_cgroups = cgroups.Cgroups(workers, controllers)  # made by the pool, removed by its janitor when it is gone
     cgroups.start_janitor(slot_cgroups)
-    layers = probe.kernel_layers(policy, slot_cgroups, why)
-    if own_cpu:
-        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
-    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
-                 if state.startswith("refused")]
+    imports_refused = ""
     if not policy.same_uid:  # unprivileged uids must be able to read the interpreter and its packages
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        needed = [*kernel.root_view(site_dirs)[0], os.path.dirname(os.__file__), here]
         try:
-            namespaces.expose_interpreter([*kernel.root_view(site_dirs)[0], here])
-        except OSError as err:
-            warnings.append(f"the interpreter may be unreadable by sandboxed programs ({err}); "
-                            "only preloaded modules will import")
+            namespaces.expose_interpreter(needed)
+        except OSError:
+            pass  # mounts refused (a container): whether a job's uid can read them anyway is tried next
+        unreadable = namespaces.unreadable_to(PROBE_UID, needed) if policy.uid_drop else ""  # else: the user's
+        if unreadable:
+            imports_refused = f"a job's uid cannot read {unreadable}: only the modules loaded before the job import"
+            warnings.append(imports_refused)
     for name in PRELOAD:
         try:
             __import__(name)
@@ -63,6 +66,17 @@ def main(argv: list[str]) -> None:
     private_root = policy.namespaces and namespaces.minimal_root_works(*kernel.root_view(site_dirs))
     if policy.namespaces and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
-    zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp)
-    send(1, {"level": policy.name, "warnings": warnings, "layers": layers})
+    layers = probe.kernel_layers(policy, slot_cgroups, why)
+    if own_cpu:
+        layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
+    if "memory watch" in layers:  # tried where the forker will run it: its root, a job's IPC namespace
+        root = kernel.root_view(site_dirs)
+        refused = memory.refused_where_forked(lambda: namespaces.minimal_root(*root) if private_root else None,
+                                              policy.namespaces)
+        layers.update({layer: f"refused: {reason}" for layer, reason in refused.items()})
+    warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()
+                 if state.startswith("refused")]
+    zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp,
+                    layers.get("sysv shm limit", "").startswith("holds") and policy.namespaces)
+    send(1, {"level": policy.name, "warnings": warnings, "layers": layers, "imports_refused": imports_refused})
     zygote.serve()

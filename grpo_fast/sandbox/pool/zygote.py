@@ -93,7 +93,7 @@ def send(fd: int, obj: Any) -> None:
 
 class Zygote:
     def __init__(self, policy: Policy, workers: int, site_dirs: list[str], private_root: bool,
-                 slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None) -> None:
+                 slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None, limit_shm: bool) -> None:
         self.policy, self.workers, self.site_dirs = policy, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
@@ -118,7 +118,7 @@ class Zygote:
                     os.dup2(devnull, 0)
                     os.dup2(devnull, 1)
                     forker.main(theirs, rep_w, policy, uid_bases, site_dirs, private_root, slot,
-                                cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp)
+                                cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp, limit_shm)
                 except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
                     import traceback  # noqa: PLC0415 - only on a fault
 
@@ -315,7 +315,7 @@ class Zygote:
         return {"id": spec["id"], "status": status, "returncode": rc, "wall_s": time.monotonic() - job.t0,
                 "stdout": bytes(outs[0]).decode(errors="replace"), "stderr": bytes(outs[1]).decode(errors="replace"),
                 "passed": passed if isinstance(passed, list) else [], "n_tests": n, "error": error,
-                "failures": v.get("failures") or []}
+                "failures": v.get("failures") or [], "left": [str(p) for p in r.get("left") or ()]}
 
     def serve(self) -> None:
         """Jobs from stdin, results to stdout (4-byte length + JSON frames), until stdin closes."""
