@@ -54,9 +54,9 @@ LOCKS = {
                  (*BASE, "torch==2.10.0", "unsloth==2026.10.9", "unsloth-zoo==2026.10.9", "vllm==0.19.1",
                   "bitsandbytes==0.50.2", "xformers==0.0.34"), (), 12,
                  frozenset({70, 75, 80, 86, 89, 90, 100, 120}), frozenset({70, 75, 80, 89, 90, 100, 120}),
-                 (("FLASH_ATTN", 80, 999), ("FLASHINFER", 75, 121), ("TRITON_ATTN", 0, 999)), 4.4),
+                 (("FLASH_ATTN", 80, 999), ("FLASHINFER", 75, 121), ("TRITON_ATTN", 0, 999)), 5.5),
     "cpu": Lock("cpu", "the CPU set", "requirements.txt", "2.13.0", None, (*BASE, "torch==2.13.0"), (), None,
-                frozenset(), frozenset(), (), 0.9),
+                frozenset(), frozenset(), (), 0.2),  # torch's CPU build: a 192 MB wheel
 }
 # Each lock's torch pulls torchvision/torchaudio built for it: a runtime's own (Colab's) are replaced with them.
 REPLACED_WITH_TORCH = ("torchvision", "torchaudio")
