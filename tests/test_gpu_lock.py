@@ -207,9 +207,11 @@ def test_doctors_extension_probes_load_modules_the_locked_wheels_have():
     wheel (vLLM 0.32.0's kernels are vllm._C_stable_libtorch, not the vllm._C of older releases)."""
     from grpo_fast.models.cuda_stack import EXTENSION_PROBES
 
-    lock = gpu_lock()
-    versions = {"xformers": "0.0.35", **{k: v for k, v in lock.items() if k in EXTENSION_PROBES}}
-    for name, version in versions.items():
+    cu12 = gpu_lock(cuda12=True)  # the same probes on the CUDA 12 lock's wheels (vllm 0.19.1, xformers 0.0.34)
+    checked = [{"xformers": "0.0.35", **{k: v for k, v in lock.items() if k in EXTENSION_PROBES}}
+               for lock in (gpu_lock(), cu12)]
+    assert checked[1]["vllm"] == "0.19.1" and checked[1]["xformers"] == "0.0.34"
+    for name, version in [item for versions in checked for item in versions.items()]:
         names = set(wheel_audit.wheel(name, version).names)
         statements = re.findall(r"(?:^|;)\s*(?:from ([\w.]+) import|import ([\w.]+))", EXTENSION_PROBES[name])
         for module in [a or b for a, b in statements]:

@@ -49,7 +49,7 @@ LOCKS = {
                   "vllm-bnb-plugin==0.0.3", "bitsandbytes==0.50.2"), ("xformers",), 13,
                  frozenset({75, 80, 86, 89, 90, 100, 103, 120, 121}), frozenset({75, 80, 86, 89, 90, 100, 120}),
                  # FlashInfer's floor is sm_80 in 0.32.0: vLLM found it broken on Turing (flashinfer issue 3620)
-                 (("FLASH_ATTN", 80, 999), ("FLASHINFER", 80, 121), ("TRITON_ATTN", 0, 999)), 4.9),
+                 (("FLASH_ATTN", 80, 999), ("FLASHINFER", 80, 121), ("TRITON_ATTN", 0, 999)), 4.1),
     "cu12": Lock("cu12", "the CUDA 12 lock", "requirements-gpu-cu12.txt", "2.10.0", "0.19.1",
                  (*BASE, "torch==2.10.0", "unsloth==2026.10.9", "unsloth-zoo==2026.10.9", "vllm==0.19.1",
                   "bitsandbytes==0.50.2", "xformers==0.0.34"), (), 12,
