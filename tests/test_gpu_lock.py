@@ -41,10 +41,15 @@ def test_the_gpu_lock_passes_the_wheel_audit(which):
     assert not findings, "\n".join(map(str, findings))
 
 
-def test_a_set_that_mixes_cuda_majors_fails():
+def test_a_set_that_mixes_cuda_majors_fails(tmp_path):
     """torch 2.11.0 from PyPI (a CUDA 13.0 build) with the CUDA 12 lock's vllm 0.19.1 (kernels linking
-    libcudart.so.12, built for torch 2.10.0): rules 2 and 3 both name it."""
-    mixed = {**gpu_lock(cuda12=True), "torch": "2.11.0"}
+    libcudart.so.12, built for torch 2.10.0), written as a lock file the way the repository's are read: rules 2
+    and 3 both name it, so the audit above fails make test on such a file."""
+    (tmp_path / "requirements-base.txt").write_text((ROOT / "requirements-base.txt").read_text())
+    text = (ROOT / "requirements-gpu-cu12.txt").read_text().replace("torch==2.10.0", "torch==2.11.0")
+    (tmp_path / "requirements-gpu-cu12.txt").write_text(text)
+    mixed, source = doctor.lock_pins(gpu=True, root=tmp_path, cuda12=True)
+    assert source == "requirements-gpu-cu12.txt" and mixed == {**gpu_lock(cuda12=True), "torch": "2.11.0"}
     findings = wheel_audit.audit(mixed, doctor.VLLM_RANGE_DECISIONS_CU12)
     text = "\n".join(map(str, findings))
     assert any("CUDA majors" in f.reason and "torch CUDA 13" in f.reason and "vllm CUDA 12" in f.reason

@@ -146,3 +146,15 @@ def test_torchs_kernels_are_read_off_its_wheel(which):
     binary = RemoteWheel("torch", lock.torch).read("torch/lib/libtorch_cuda.so")
     assert {int(a[3:]) for a in elf_cuda.kernel_archs(binary) if a.startswith("sm_")} == lock.torch_sm
     assert elf_cuda.cudart_major(binary) == lock.driver_cuda
+
+
+def test_grpo_fast_doctor_names_the_lock_on_a_stand_in_t4(tmp_path):
+    """The real command, its nvidia-smi a T4 on a CUDA 12.8 driver: the row says the CUDA 12 lock, vLLM yes, why."""
+    stand_in_smi(tmp_path, *HOSTS["T4 on a CUDA 12.8 driver"])
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "grpo_fast", "doctor", "--json"], capture_output=True, text=True,
+                          timeout=600, env=env)
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    row = rows["lock for this host"]
+    assert row["value"] == "requirements-gpu-cu12.txt", row
+    assert row["note"].startswith("this host: the CUDA 12 lock; vLLM yes: a CUDA 12.8 driver runs CUDA 12 builds")
