@@ -198,7 +198,8 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
                           f"compute capability {m.capability[0]}.{m.capability[1]}" if m.capability else ""))
     else:
         rows.append(Check("gpu", "none", INFO, "CPU training works for the demo and small models"))
-    pins, source = lock_pins(m.cuda)
+    # a torch built for CUDA 12 is the CUDA 12 lock's (requirements-gpu-cu12.txt): compare with that lock
+    pins, source = lock_pins(m.cuda, cuda12=m.built_cuda.get("torch", (0, 0))[0] == 12)
     for name in CORE:
         have, want = m.versions.get(name), pins.get(_norm(name))
         if have is None:

@@ -158,3 +158,21 @@ def test_grpo_fast_doctor_names_the_lock_on_a_stand_in_t4(tmp_path):
     row = rows["lock for this host"]
     assert row["value"] == "requirements-gpu-cu12.txt", row
     assert row["note"].startswith("this host: the CUDA 12 lock; vLLM yes: a CUDA 12.8 driver runs CUDA 12 builds")
+
+
+def test_doctor_compares_a_cuda_12_install_with_the_cuda_12_lock():
+    """The CUDA 12 lock installed on a T4: no row calls torch 2.10.0 or vllm 0.19.1 off the lock."""
+    from grpo_fast import doctor
+
+    pins = doctor.lock_pins(gpu=True, cuda12=True)[0]
+    versions = {k: pins[k] for k in (*doctor.CORE, *doctor.OPTIONAL_GPU, "unsloth-zoo")}
+    m = doctor.Machine("3.11.7", {**versions, "torch": "2.10.0+cu128"}, cuda=True, gpu_name="Tesla T4", gpu_gb=14.7,
+                       capability=(7, 5), imports={n: "ok" for n in doctor.OPTIONAL_GPU},
+                       built_cuda={"torch": (12, 8), "vllm": (12, 0)})
+    rows = {r.name: r for r in doctor.checks(m)}
+    assert rows["torch"].status == doctor.OK and rows["vllm"].status == doctor.OK, (rows["torch"], rows["vllm"])
+    assert "vllm/torch" not in rows and rows["unsloth-zoo"].status == doctor.OK
+    cu13 = doctor.Machine("3.11.7", {**versions, "torch": "2.10.0+cu128"}, cuda=True, gpu_name="Tesla T4",
+                          gpu_gb=14.7, capability=(7, 5), imports={n: "ok" for n in doctor.OPTIONAL_GPU},
+                          built_cuda={"torch": (13, 0)})  # a CUDA 13 torch: the CUDA 13 lock's pins apply
+    assert {r.name: r for r in doctor.checks(cu13)}["vllm"].status == doctor.WARN
