@@ -46,7 +46,7 @@ def build_random_model(folder: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
     from tiny import tiny_tokenizer
 
     tok = tiny_tokenizer()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 
 import grpo_fast.rewards as R  # noqa: E402
 from grpo_fast.rewards.check import SAMPLE_ROWS, gold_completion  # noqa: E402

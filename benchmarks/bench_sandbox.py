@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_sandbox.py [--rounds 3] [--workers N] [--limit 164] [--baseline DIR] [--mode M]``.
 ``--mode user`` / ``--mode user-no-userns`` / ``--mode container`` (root only) runs the whole benchmark as a normal
 user (with user namespaces, or on a host refusing them) or as root in a container-like view of this host, built as
-the tests build them (tests/host_kinds.py). Rounds
+the tests build them (tests/sandbox/host_kinds.py). Rounds
 alternate (theirs, ours cold, ours warm) so machine noise hits both; the printed ratio is median(ours) /
 median(theirs). ``--baseline DIR``: another checkout's sandbox (e.g. a ``git worktree`` of an earlier commit) runs
 in the same rounds, so that a change is judged side by side on a busy machine.

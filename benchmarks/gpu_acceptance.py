@@ -19,7 +19,7 @@ dependencies fit; vLLM does not). Phases, each of which runs or says in one line
    generate what base + adapter generates; GGUF is not attempted (Unsloth builds llama.cpp from source over
    the network);
 6. tools (``--no-tools`` skips it; ``--no-train`` skips 3-5 and runs only this one): a tiny Qwen2 trained
-   in-process to call the ``python`` tool (tests/tool_caller.py), then 2 GRPO steps of the tool_math recipe
+   in-process to call the ``python`` tool (tests/helpers/tool_caller.py), then 2 GRPO steps of the tool_math recipe
    through TRL's tool loop with the kit's sandboxed ``PythonSession``, per backend in its own process: TRL's
    tool-call and tool-failure frequencies and the ``python_ran`` reward. A random model never writes a call,
    so phase 4 cannot exercise the loop.
@@ -116,11 +116,30 @@ def environment() -> dict[str, Any]:
     return env
 
 
+def lock_report(asked: str) -> dict[str, Any]:
+    """Which lock ran (read off the installed torch's CUDA and vLLM), which the host's decision names
+    (grpo_fast/models/host_lock.py), and whether that is the one asked for (``--lock``)."""
+    import torch
+
+    from grpo_fast.models import host_lock
+
+    cuda = torch.version.cuda
+    ran = "cpu" if not cuda else "cu12" if cuda.startswith("12.") else "cu13" if cuda.startswith("13.") else cuda
+    decision = host_lock.decide(host_lock.read_host())
+    installed = {d: _version(d) for d in ("torch", "vllm", "unsloth", "unsloth-zoo", "bitsandbytes", "xformers",
+                                          "vllm-bnb-plugin")}
+    lock = host_lock.LOCKS.get(ran)
+    off = {d: v for d, v in installed.items() if lock and v and any(
+        p.split("==")[0].lower().replace("_", "-") == d and p.split("==")[1] != v.split("+")[0] for p in lock.pins)}
+    return {"asked": asked, "ran": ran, "torch_cuda": cuda, "decided": decision.lock, "line": decision.line,
+            "installed": installed, "off_the_lock": off, "matches": asked in ("auto", ran)}
+
+
 def build_model(kind: str, folder: Path) -> Path:
     """A random-weight model from a config, with the tests' byte-level tokenizer: nothing from a hub."""
     import torch
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     sys.path.insert(0, str(HERE))
     from tiny import tiny_model, tiny_tokenizer
 
@@ -247,7 +266,7 @@ def run_backend(backend: str, spec: dict[str, Any], role: str = "train") -> dict
 
 def build_tool_caller(folder: Path) -> dict[str, Any]:
     """The tests' tool-calling Qwen2, trained here (on the GPU when there is one) and saved: no hub."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     from tool_caller import save_tool_caller
 
     return {"status": "ok", **save_tool_caller(folder)}
@@ -488,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="phases 3-5: the random model, training per backend, after training (default: on)")
     parser.add_argument("--tools", action=argparse.BooleanOptionalAction, default=True,
                         help="phase 6: a tool-calling model through TRL's tool loop on each backend (default: on)")
+    parser.add_argument("--lock", choices=["auto", "cu13", "cu12", "cpu"], default="auto",
+                        help="the lock installed here (requirements-gpu.txt: cu13, requirements-gpu-cu12.txt: cu12); "
+                             "recorded, and checked against the installed torch before anything runs")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--tool-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -499,6 +521,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.time()
     report: dict[str, Any] = {"setup": setup(args.wheels)}
+    report["lock"] = lock_report(args.lock)
+    if not report["lock"]["matches"]:
+        print(f"--lock {args.lock}, but the installed torch is {report['lock']['ran']}'s (torch "
+              f"{report['lock']['installed']['torch']}): install {args.lock}'s requirements, or pass --lock auto",
+              file=sys.stderr)
+        return 2
+    print(f"lock: {report['lock']['ran']} ran; {report['lock']['line']}", flush=True)
     import torch
 
     reduced = args.reduced or not torch.cuda.is_available()

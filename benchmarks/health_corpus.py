@@ -65,7 +65,7 @@ RUNS: dict[str, dict] = {
                                  {"name": f"{REWARDS}:sum_correct_flaky", "weight": 2.0},
                                  {"name": "sum_mentioned", "weight": 0.5}]},
     "no-signal": {**BROKEN, "rewards": [{"name": f"{REWARDS}:always_yes"}]},
-    # the embedded model under a thinking template (tests/thinking_template.py: <think> opened in every prompt)
+    # the embedded model under a thinking template (tests/helpers/thinking_template.py: <think> opened in every prompt)
     # with 3 tokens, fewer than "\n</think>" takes: no completion closes its thinking or reaches an answer
     "thinking-open": {**BROKEN, "max_steps": 8, "model": "thinking-model", "thinking": "on",
                       "max_completion_length": 3},
@@ -83,7 +83,7 @@ def record(name: str, root: Path, trained: Path | None = None) -> None:
     config = folder / "run.yaml"
     settings = dict(RUNS[name])
     if settings.get("model") == "thinking-model":
-        sys.path.insert(0, str(CORPUS.parent.parent / "tests"))
+        sys.path.insert(0, str(CORPUS.parent.parent / "helpers"))
         from thinking_template import thinking_model_dir
 
         shutil.rmtree(root / "thinking-model", ignore_errors=True)

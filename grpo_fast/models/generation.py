@@ -41,7 +41,7 @@ GPU_UNMEASURED = "TRL's default; the other engines are not measured on a GPU yet
 @dataclass(frozen=True)
 class Measured:
     """One committed benchmark figure: vLLM colocated (packed bf16, the weight sync included) against TRL's default
-    path in steps/s, and where, when and how often it was measured. ``tests/test_generation.py`` recomputes each
+    path in steps/s, and where, when and how often it was measured. ``tests/models/test_generation.py`` recomputes each
     field from the JSON, so the figure a run quotes is the file's."""
 
     ratio: float

@@ -1,5 +1,5 @@
 """The GPU path's contract: every keyword argument the kit passes to Unsloth, vLLM and bitsandbytes, built by
-small pure functions that tests/test_contracts.py checks against the pinned wheels' own source, so a version bump
+small pure functions that tests/gpu/test_contracts.py checks against the pinned wheels' own source, so a version bump
 that breaks a call fails CI instead of a user's first GPU run. vLLM on CPU is prepared in ``vllm_colocate``.
 """
 
@@ -17,7 +17,7 @@ from grpo_fast.models import machine
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # vLLM serves LoRA only at these ranks: ``MaxLoRARanks`` in vllm/config/lora.py of the pinned vllm
-# (tests/test_contracts.py reads it from the wheel). Another rank fails inside vLLM's engine start.
+# (tests/gpu/test_contracts.py reads it from the wheel). Another rank fails inside vLLM's engine start.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
@@ -64,11 +64,11 @@ def gpu_memory_share(cfg: RunConfig) -> float:
     return float(cfg.args.vllm_gpu_memory_utilization)
 
 
-TRL_VLLM_GPU_MEMORY_UTILIZATION = 0.3  # GRPOConfig's default in trl 1.14.2 (checked by tests/test_contracts.py)
+TRL_VLLM_GPU_MEMORY_UTILIZATION = 0.3  # GRPOConfig's default in trl 1.14.2 (checked by tests/gpu/test_contracts.py)
 
 
 # Quantization methods vLLM moved out of its tree, each with (the plugin that brings it back, its module, the vLLM
-# release that dropped it). The GPU lock pins the plugin; tests/test_gpu_lock.py reads both wheels.
+# release that dropped it). The GPU lock pins the plugin; tests/gpu/test_gpu_lock.py reads both wheels.
 VLLM_QUANTIZATION_PLUGINS = {"bitsandbytes": ("vllm-bnb-plugin", "vllm_bnb_plugin", "0.28")}
 
 
@@ -90,7 +90,7 @@ def vllm_quantization(load_in_4bit: bool, use_vllm: bool) -> str | None:
     """The quantization method vLLM must know for these settings: 4-bit weights inside vLLM are bitsandbytes on
     both backends (Unsloth's ``fast_inference`` loads them with ``use_bitsandbytes``; TRL passes
     ``quantization="bitsandbytes"`` for a bitsandbytes-quantized model). vLLM >= 0.28 ships no bitsandbytes:
-    the lock pins the plugin that registers it (tests/test_gpu_lock.py reads both wheels)."""
+    the lock pins the plugin that registers it (tests/gpu/test_gpu_lock.py reads both wheels)."""
     return "bitsandbytes" if load_in_4bit and use_vllm else None
 
 

@@ -107,7 +107,7 @@ def _cfg(mtype: str, h: int, layers: int, heads: int, kv: int, inter: int, vocab
     return d | ({"head_dim": head_dim} if head_dim else {})
 
 
-# Fields typed in from the published config.json files; totals are checked in tests/test_plan.py.
+# Fields typed in from the published config.json files; totals are checked in tests/models/test_memory_plan.py.
 KNOWN_MODELS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen2.5-0.5B-Instruct": _cfg("qwen2", 896, 24, 14, 2, 4864, 151936, True),
     "Qwen/Qwen2.5-1.5B-Instruct": _cfg("qwen2", 1536, 28, 12, 2, 8960, 151936, True),

@@ -31,7 +31,7 @@ def test_worker_measures_step_time_and_the_tokens_really_generated(tiny_model_di
 
 def test_fixed_length_argument_names_per_generator():
     bench = _bench()
-    assert bench.fixed_length_kwargs(True, 9) == {"min_tokens": 9}  # vLLM SamplingParams (tests/test_contracts)
+    assert bench.fixed_length_kwargs(True, 9) == {"min_tokens": 9}  # vLLM SamplingParams (tests/gpu/test_contracts)
     assert bench.fixed_length_kwargs(False, 9) == {"min_new_tokens": 9}  # transformers GenerationConfig
     from transformers import GenerationConfig
 

@@ -1,7 +1,7 @@
 """Contract tests: the kit's real calls into Unsloth and vLLM, checked against the pinned wheels' own source.
 
 Unsloth cannot be imported without a GPU and vllm 0.33.0 is a CUDA build, so these read the locked wheels
-(tests/pinned.py downloads them once) with ``ast``. The kit builds its keyword arguments in small functions
+(tests/helpers/pinned.py downloads them once) with ``ast``. The kit builds its keyword arguments in small functions
 (grpo_fast.models / infer / export); the tests call those and check every name against the signature it
 reaches, so a version bump that renames or drops a parameter, or changes a return value the kit reads,
 fails here instead of in a user's Colab run.

@@ -22,6 +22,7 @@ def test_reduced_mode_runs_every_phase_and_writes_one_json(tmp_path):
     report = json.loads(out.read_text())
     assert report["mode"] == "reduced" and report["setup"]["status"] == "skipped"
     assert report["environment"]["versions"]["trl"] == "1.14.2"
+    assert report["lock"]["ran"] == report["lock"]["decided"] == "cpu" and report["lock"]["matches"]
     hf, unsloth, *engines, four_bit, four_bit_vllm = report["train"]
     assert [(r["backend"], r["generation"]) for r in engines] == [("transformers", "static_cache"),
                                                                   ("transformers", "continuous_batching")]
@@ -61,3 +62,11 @@ def test_setup_without_wheels_says_so(tmp_path):
     spec.loader.exec_module(module)
     assert module.setup(None)["status"] == "skipped"
     assert module.setup(str(tmp_path)) == {"status": "failed", "why": f"no .whl files in {tmp_path}"}
+
+
+def test_a_lock_other_than_the_installed_one_stops_with_one_line(tmp_path):
+    """--lock cu12 on this CPU torch: exit 2 before anything runs, naming both."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--lock", "cu12", "--out", str(tmp_path / "a.json")],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 2 and "--lock cu12, but the installed torch is cpu's" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "a.json").exists()

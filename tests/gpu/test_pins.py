@@ -26,7 +26,7 @@ def test_cpu_and_gpu_sets_share_the_base_and_differ_only_in_torch_and_gpu_packag
     assert base["transformers"] == "5.17.0"
     assert cpu["torch"] == gpu["torch"] == "2.13.0", "vllm 0.32.0 is built for torch 2.13.0, the CPU set's torch"
     assert {"unsloth", "unsloth-zoo", "vllm", "vllm-bnb-plugin", "bitsandbytes"} <= set(gpu)
-    assert "xformers" not in gpu  # pulled in by unsloth, removed after install (tests/test_gpu_lock.py)
+    assert "xformers" not in gpu  # pulled in by unsloth, removed after install (tests/gpu/test_gpu_lock.py)
 
 
 @pytest.mark.network

@@ -80,8 +80,9 @@ class PinnedWheel:
 
 
 @cache
-def resolve_gpu_set() -> list[dict]:
-    """``pip install --dry-run --report`` of requirements-gpu.txt against PyPI alone, as a GPU user's pip sees it: no
+def resolve_gpu_set(name: str = "requirements-gpu.txt") -> list[dict]:
+    """``pip install --dry-run --report`` of requirements-gpu.txt (or another lock, ``name``) against PyPI alone,
+    as a GPU user's pip sees it: no
     local config (a machine's find-links folder holds torch's CPU build, 2.13.0+cpu, which would otherwise satisfy
     the GPU set's torch==2.13.0). The report's ``install`` list: every package with its metadata. Once a session."""
     import tempfile
@@ -91,10 +92,10 @@ def resolve_gpu_set() -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-                               "-r", str(root / "requirements-gpu.txt"), "--report", str(report)],
+                               "-r", str(root / name), "--report", str(report)],
                               capture_output=True, text=True, timeout=1800, env=env)
         if proc.returncode and ("Network is unreachable" in proc.stderr or "Max retries" in proc.stderr):
-            _unreachable("PyPI unreachable for pip's dry run of requirements-gpu.txt")
+            _unreachable(f"PyPI unreachable for pip's dry run of {name}")
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(report.read_text())["install"]
 

