@@ -46,13 +46,14 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
     from grpo_fast.models import vllm_colocate, vllm_server
     from grpo_fast.models.cpu_speed import apply_speedups
     from grpo_fast.rewards.guard import guard_rewards
+    from grpo_fast.rewards.reward_model import trl_reward_funcs
     from grpo_fast.run import checkpoints  # imports transformers: only once Unsloth had its chance to load first
     from grpo_fast.run.callbacks import StopOnRewardFailure
     from grpo_fast.tools import environment_class
 
     output_dir = checkpoints.output_dir(run_dir, stage)
     args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
-    funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
+    funcs = guard_rewards(trl_reward_funcs(prep.rewards.funcs), max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
     env = environment_class(cfg, prep.recipe)
     # server mode with LoRA: the server loads each step's adapter; colocate on CPU: vLLM's packed weights re-packed
