@@ -219,7 +219,7 @@ def screened(answer: str, source: str) -> str | None:
     if _ADDRESSES_GRADER.search(answer):
         return "addresses the grader"
     words, given = answer.lower().split(), source.lower().split()
-    if len(given) >= 8 and len(words) >= 0.6 * len(given) and _overlap(words, given) >= 0.9:
+    if len(given) >= 8 and len(words) >= 0.9 * len(given) and _overlap(words, given) >= 0.9:
         return "copies the source"
     return None
 

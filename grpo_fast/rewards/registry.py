@@ -165,6 +165,9 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
 def spec_reward(item: Any, own: Sequence[RewardFunc] = ()) -> RewardFunc:
     """One ``rewards:`` entry: ``{model: ...}`` a reward model TRL scores with, else a reward by name."""
     if getattr(item, "model", None) is not None:
+        if item.name is not None:
+            raise UserError(f"a rewards entry has both name {item.name!r} and model {item.model!r}", "model",
+                            "one entry per reward: a name, or a model")
         if item.params:
             raise UserError(f"a reward model takes no parameters (got {', '.join(item.params)})", "model",
                             "give only model and weight")

@@ -70,7 +70,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left: what "slow" is for
+            pass
 
     def do_GET(self) -> None:
         self._send(200, json.dumps({"data": [{"id": "judge"}]}).encode())
