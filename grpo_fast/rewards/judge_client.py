@@ -39,7 +39,10 @@ class CallFailed:
 class Backend(Protocol):
     label: str
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float) -> list[str | CallFailed]: ...
+    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
+        """One reply per conversation; ``digits`` > 0: the reply is a number of at most that many digits (a
+        backend that can constrain decoding does; others ignore it)."""
+        ...
 
 
 # ------------------------------------------------------------------------------------------------- HTTP
@@ -106,7 +109,7 @@ class HttpJudge:
             return CallFailed("error", f"not an OpenAI chat completion: {type(err).__name__} {str(raw[:120])}")
         return content if isinstance(content, str) else CallFailed("error", "reply content is not text")
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float) -> list[str | CallFailed]:
+    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
         if len(batch) <= 1 or self.concurrency == 1:
             return [self.complete(m, timeout) for m in batch]
         with ThreadPoolExecutor(min(self.concurrency, len(batch)), thread_name_prefix="judge") as pool:
@@ -123,7 +126,10 @@ def _reason(err: BaseException) -> str:
 class LocalJudge:
     """A causal LM loaded in-process (``embedded``, a folder, or a hub id), greedy, batched; loaded on first use
     so that resolving a config (dry run, health monitor) never loads weights. A batch that runs past
-    ``timeout`` is stopped by transformers' ``max_time`` and its replies count as timeouts."""
+    ``timeout`` is stopped by transformers' ``max_time`` and its replies count as timeouts. ``starts_reply``: the
+    reward may start the reply ("Score:") and the model continues it, so a small model gets the form right."""
+
+    starts_reply = True
 
     def __init__(self, model: str, max_new_tokens: int = 32, batch_size: int = 8, max_prompt_tokens: int = 1024,
                  where: Where = lambda key: key):
@@ -152,31 +158,56 @@ class LocalJudge:
             self._loaded = (model.eval(), tokenizer)
         return self._loaded
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float) -> list[str | CallFailed]:
+    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
         out: list[str | CallFailed] = []
         with self._lock:
             for start in range(0, len(batch), self.batch_size):
-                out.extend(self._generate(batch[start:start + self.batch_size], timeout))
+                out.extend(self._generate(batch[start:start + self.batch_size], timeout, digits))
         return out
 
-    def _generate(self, chunk: Sequence[Messages], timeout: float) -> list[str | CallFailed]:
+    def _digit_ids(self, tokenizer: Any) -> list[int]:
+        if not hasattr(self, "_digits"):
+            self._digits = [i for i in range(len(tokenizer))
+                            if tokenizer.decode([i]).strip() in tuple("0123456789")]
+        return self._digits
+
+    def _generate(self, chunk: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
         import torch
 
         try:
             model, tokenizer = self.load()
-            texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk]
+            texts = [_render(tokenizer, m) for m in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
                             max_length=self.max_prompt_tokens, add_special_tokens=False)
+            start = enc["input_ids"].shape[1]
+            allowed = None
+            if digits:  # only digits, then the end: a small judge cannot wander off the verdict's form
+                numbers, stop = self._digit_ids(tokenizer), [tokenizer.eos_token_id]
+                allowed = lambda _, ids: numbers if len(ids) - start < 1 else (  # noqa: E731
+                    [*numbers, *stop] if len(ids) - start < digits else stop)
             began = time.perf_counter()
             with torch.inference_mode():
-                ids = model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False, max_time=timeout,
-                                     pad_token_id=tokenizer.pad_token_id)
+                ids = model.generate(**enc, max_new_tokens=digits + 1 if digits else self.max_new_tokens,
+                                     do_sample=False, max_time=timeout, pad_token_id=tokenizer.pad_token_id,
+                                     prefix_allowed_tokens_fn=allowed)
         except Exception as err:  # noqa: BLE001 - a judge that breaks is counted per sample, not a crash
             return [CallFailed("error", f"{type(err).__name__}: {err}")] * len(chunk)
         if time.perf_counter() - began >= timeout:
             return [CallFailed("timeout", f"generation ran past {timeout:g} s")] * len(chunk)
-        new = ids[:, enc["input_ids"].shape[1]:]
-        return [tokenizer.decode(row, skip_special_tokens=True) for row in new]
+        new = ids[:, start:]
+        return [_started(m) + " " + tokenizer.decode(row, skip_special_tokens=True) for m, row in zip(chunk, new)]
+
+
+def _started(messages: Messages) -> str:
+    """The reply's given start (a final assistant message, e.g. "Score:"): part of the judge's reply."""
+    return messages[-1]["content"] if messages and messages[-1].get("role") == "assistant" else ""
+
+
+def _render(tokenizer: Any, messages: Messages) -> str:
+    """The chat as the model's template writes it; a final assistant message is continued, not closed."""
+    if _started(messages):
+        return tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 def check_model(model: str, where: str) -> str:

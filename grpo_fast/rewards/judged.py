@@ -127,14 +127,20 @@ class JudgeReward:
     def _key(self, case: Case, *answers: str) -> tuple:
         return (self.rubric, case, self.mode, answers)
 
-    def _ask(self, conversations: list[list[dict[str, str]]]) -> list[str | CallFailed]:
+    def _ask(self, conversations: list[list[dict[str, str]]], digits: int = 0) -> list[str | CallFailed]:
         if not conversations:
             return []
-        replies = list(self.backend.complete_many(conversations, self.timeout))
+        replies = list(self.backend.complete_many(conversations, self.timeout, digits))
         if len(replies) != len(conversations):
             return [CallFailed("error", f"backend gave {len(replies)} replies for {len(conversations)}")] * len(
                 conversations)
         return replies
+
+    def _started(self, messages: list[dict[str, str]], start: str) -> list[dict[str, str]]:
+        """Start the judge's reply with the verdict's form where the backend continues a reply (in-process)."""
+        if getattr(self.backend, "starts_reply", False):
+            return [*messages, {"role": "assistant", "content": start}]
+        return messages
 
     def _failure(self, reply: CallFailed, i: int, failed: dict[int, str]) -> None:
         self.counts["timeouts" if reply.kind == "timeout" else "errors"] += 1
@@ -150,7 +156,8 @@ class JudgeReward:
                 self.counts["cached"] += 1
             else:
                 ask.append(i)
-        replies = self._ask([pointwise(self.rubric, cases[i], texts[i]) for i in ask])
+        replies = self._ask([self._started(pointwise(self.rubric, cases[i], texts[i]), "Score:") for i in ask],
+                            digits=len(str(self.rubric.high)))
         for i, reply in zip(ask, replies):
             if isinstance(reply, CallFailed):
                 self._failure(reply, i, failed)
@@ -182,7 +189,8 @@ class JudgeReward:
                 self.counts["cached"] += len(members)
             else:
                 ask.append((members, key))
-        replies = self._ask([groupwise(self.rubric, cases[m[0]], [texts[i] for i in m]) for m, _ in ask])
+        replies = self._ask([self._started(groupwise(self.rubric, cases[m[0]], [texts[i] for i in m]), "1:")
+                             for m, _ in ask])
         for (members, key), reply in zip(ask, replies):
             if isinstance(reply, CallFailed):
                 for i in members:

@@ -209,3 +209,74 @@ def test_the_cli_refuses_an_endpoint_that_does_not_answer_with_exit_2(tiny_model
                            "--dry-run"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "does not answer" in done.stderr and "rewards[1].endpoint" in done.stderr
+
+
+# ---------------------------------------------------------------------------------- embedded model (slow)
+
+# a short verdict is enough to read a score; each judged step costs one batched generation per 8 completions
+EMBEDDED_JUDGE = ("{name: llm_judge, rubric: %s, judge_model: embedded, max_tokens: 12, self_test_rows: 2, mode: %s, "
+                  "timeout: 900}")  # 2 shared cores under load: the 30 s default times out (counted, as it should)
+
+
+@pytest.mark.slow
+def test_the_embedded_judge_scores_qa_rows_in_process():
+    reward = make_llm_judge_reward(rubric="qa", judge_model="embedded", max_tokens=12)
+    rows = QA_ROWS[:3]
+    scores = score_rows(reward, rows, [QA.gold(rows[0]), "I do not know.", ""])
+    stats = reward.stats()
+    assert scores[2] == 0.0 and stats["screened"] == 1  # the empty answer never reaches the judge
+    assert all(s is None or 0.0 <= s <= 1.0 for s in scores)
+    assert stats["judged"] + stats["unparsable"] + stats["timeouts"] + stats["errors"] == 2
+    assert sum(s is None for s in scores[:2]) == stats["unparsable"] + stats["timeouts"] + stats["errors"]
+    assert stats["seconds"] > 0 and "in-process" in repr(reward)
+
+
+@pytest.mark.slow
+def test_the_embedded_judge_self_test_reports_its_agreement():
+    result = self_test(make_llm_judge_reward(rubric="qa", judge_model="embedded", max_tokens=12), QA_ROWS,
+                       QA.gold, n_rows=2)
+    assert result.pairs >= 6 and "agreement" in result.line() or "no pair decided" in result.line()
+    print(result.line())  # the measured number is in docs/rewards.md; a 135M judge is near chance
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe, correctness, mode", [("qa", "fuzzy_match", "pointwise"),
+                                                       ("summarization", "rouge_l", "group")])
+def test_a_run_trains_with_the_embedded_judge_and_evaluates_held_out(tiny_model_dir, in_tmp, recipe, correctness,
+                                                                      mode):
+    from grpo_fast import train
+
+    cfg = resolve_config(recipe, [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
+                                  "eval_rows=2", "eval_k=1", "learning_rate=0.01",
+                                  f"rewards=[{correctness}, {EMBEDDED_JUDGE % (recipe, mode)}]"])
+    run = train(cfg)
+    assert run.summary["steps"] == 2
+    judge = run.summary["judges"]["llm_judge"]
+    assert judge["calls"] >= 2 and judge["samples"] >= 8 and judge["seconds"] > 0
+    assert judge["self_test_agreement"] is None or 0.0 <= judge["self_test_agreement"] <= 1.0
+    metrics = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert all("rewards/llm_judge/mean" in m and m["judge/seconds"] > 0 for m in metrics)  # judge time per step
+    evaluation = json.loads((run.path / "eval.json").read_text())
+    assert "llm_judge" in json.dumps(evaluation)  # the judge's mean on the held-out rows, base and trained
+
+
+@pytest.mark.slow
+def test_a_reward_model_run_trains_two_steps_on_trls_path(tiny_model_dir, in_tmp, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from grpo_fast import models, train
+
+    embedded = models.embedded_model_dir()
+    folder = tmp_path / "rm-smollm2"
+    tokenizer = AutoTokenizer.from_pretrained(embedded)
+    head = AutoModelForSequenceClassification.from_pretrained(embedded, num_labels=1)  # a random head: the wiring
+    head.config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
+    head.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    cfg = resolve_config("qa", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8", "eval_rows=2",
+                                "eval_k=1", f"rewards=[fuzzy_match, {{model: '{folder}', weight: 0.5}}]"])
+    run = train(cfg)
+    assert run.summary["steps"] == 2
+    metrics = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert all("rewards/rm-smollm2/mean" in m for m in metrics)  # TRL's own name for it: the folder's
+    assert any(m["rewards/rm-smollm2/mean"] != 0 for m in metrics)  # a real head scored, not a placeholder
