@@ -151,6 +151,18 @@ def test_rewards_check_runs_the_injection_probes_on_judges_only(server):
     assert {line.reward for line in lines} == {"llm_judge"} and len(lines) == len(INJECTIONS)
 
 
+def test_grpo_fast_rewards_check_shows_the_judges_injection_probes(server, tiny_model_dir, in_tmp, capsys):
+    from grpo_fast.cli import main
+
+    judge_entry = f"{{name: llm_judge, rubric: qa, endpoint: '{server.url}', judge_model: honest, self_test_rows: 2}}"
+    code = main(["rewards", "check", "qa", f"model={tiny_model_dir}", f"rewards=[fuzzy_match, {judge_entry}]",
+                 "--rows", "4"])
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "injection_" in line]  # names cut to the table's width
+    assert code in (0, 1) and all(any(f"injection_{p}"[:18] in line for line in lines) for p in INJECTIONS)
+    assert len(lines) == len(INJECTIONS) and all("ok" in line and "FAIL" not in line for line in lines)
+
+
 # ----------------------------------------------------------------------------------------------- self-test
 
 
