@@ -39,9 +39,10 @@ class CallFailed:
 class Backend(Protocol):
     label: str
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
-        """One reply per conversation; ``digits`` > 0: the reply is a number of at most that many digits (a
-        backend that can constrain decoding does; others ignore it)."""
+    def complete_many(self, batch: Sequence[Messages], timeout: float, scale: tuple[int, int] | None = None,
+                      max_tokens: int | None = None) -> list[str | CallFailed]:
+        """One reply per conversation. ``scale``: the reply is an integer on it (a backend that can constrain
+        decoding does; others ignore it). ``max_tokens``: this batch's reply length, else the backend's."""
         ...
 
 
@@ -87,9 +88,9 @@ class HttpJudge:
             raise UserError(f"judge endpoint {self.base_url} does not answer ({_reason(err)})", where("endpoint"),
                             "start the server first (e.g. grpo-fast serve, vllm serve), or fix the URL") from None
 
-    def complete(self, messages: Messages, timeout: float) -> str | CallFailed:
+    def complete(self, messages: Messages, timeout: float, max_tokens: int | None = None) -> str | CallFailed:
         body = json.dumps({"model": self.model, "messages": messages, "temperature": 0,
-                           "max_tokens": self.max_tokens}).encode()
+                           "max_tokens": max_tokens or self.max_tokens}).encode()
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
@@ -109,11 +110,12 @@ class HttpJudge:
             return CallFailed("error", f"not an OpenAI chat completion: {type(err).__name__} {str(raw[:120])}")
         return content if isinstance(content, str) else CallFailed("error", "reply content is not text")
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
+    def complete_many(self, batch: Sequence[Messages], timeout: float, scale: tuple[int, int] | None = None,
+                      max_tokens: int | None = None) -> list[str | CallFailed]:
         if len(batch) <= 1 or self.concurrency == 1:
-            return [self.complete(m, timeout) for m in batch]
+            return [self.complete(m, timeout, max_tokens) for m in batch]
         with ThreadPoolExecutor(min(self.concurrency, len(batch)), thread_name_prefix="judge") as pool:
-            return list(pool.map(lambda m: self.complete(m, timeout), batch))
+            return list(pool.map(lambda m: self.complete(m, timeout, max_tokens), batch))
 
 
 def _reason(err: BaseException) -> str:
@@ -154,40 +156,50 @@ class LocalJudge:
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
-            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
-            self._loaded = (model.eval(), tokenizer)
+            cuda = torch.cuda.is_available()  # beside the policy on its GPU (bf16), else fp32 on the CPU
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.bfloat16 if cuda else torch.float32)
+            self._loaded = (model.to("cuda" if cuda else "cpu").eval(), tokenizer)
         return self._loaded
 
-    def complete_many(self, batch: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
+    def complete_many(self, batch: Sequence[Messages], timeout: float, scale: tuple[int, int] | None = None,
+                      max_tokens: int | None = None) -> list[str | CallFailed]:
         out: list[str | CallFailed] = []
         with self._lock:
             for start in range(0, len(batch), self.batch_size):
-                out.extend(self._generate(batch[start:start + self.batch_size], timeout, digits))
+                out.extend(self._generate(batch[start:start + self.batch_size], timeout, scale, max_tokens))
         return out
 
-    def _digit_ids(self, tokenizer: Any) -> list[int]:
+    def _on_scale(self, tokenizer: Any, start: int, scale: tuple[int, int]) -> Callable[[int, Any], list[int]]:
+        """Allowed next tokens: a digit that keeps the number on the scale, or the end once it is on it."""
         if not hasattr(self, "_digits"):
-            self._digits = [i for i in range(len(tokenizer))
-                            if tokenizer.decode([i]).strip() in tuple("0123456789")]
-        return self._digits
+            self._digits = {i: tokenizer.decode([i]).strip() for i in range(len(tokenizer))
+                            if tokenizer.decode([i]).strip() in tuple("0123456789")}
+        low, high, stop = scale[0], scale[1], [tokenizer.eos_token_id]
 
-    def _generate(self, chunk: Sequence[Messages], timeout: float, digits: int = 0) -> list[str | CallFailed]:
+        def allowed(_: int, ids: Any) -> list[int]:
+            so_far = "".join(self._digits.get(int(i), "") for i in ids[start:])
+            nxt = [i for i, d in self._digits.items() if so_far != "0" and int(so_far + d) <= high
+                   and (int(so_far + d) >= low or (so_far + d != "0" and int(so_far + d) * 10 <= high))]
+            return [*nxt, *stop] if so_far and low <= int(so_far) else nxt or stop
+
+        return allowed
+
+    def _generate(self, chunk: Sequence[Messages], timeout: float, scale: tuple[int, int] | None = None,
+                  max_tokens: int | None = None) -> list[str | CallFailed]:
         import torch
 
         try:
             model, tokenizer = self.load()
             texts = [_render(tokenizer, m) for m in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                            max_length=self.max_prompt_tokens, add_special_tokens=False)
+                            max_length=self.max_prompt_tokens, add_special_tokens=False).to(model.device)
             start = enc["input_ids"].shape[1]
-            allowed = None
-            if digits:  # only digits, then the end: a small judge cannot wander off the verdict's form
-                numbers, stop = self._digit_ids(tokenizer), [tokenizer.eos_token_id]
-                allowed = lambda _, ids: numbers if len(ids) - start < 1 else (  # noqa: E731
-                    [*numbers, *stop] if len(ids) - start < digits else stop)
+            # a scale: only digits that keep the number on it, then the end; a small judge cannot wander off
+            allowed = self._on_scale(tokenizer, start, scale) if scale else None
+            new_tokens = len(str(scale[1])) + 1 if scale else max_tokens or self.max_new_tokens
             began = time.perf_counter()
             with torch.inference_mode():
-                ids = model.generate(**enc, max_new_tokens=digits + 1 if digits else self.max_new_tokens,
+                ids = model.generate(**enc, max_new_tokens=new_tokens,
                                      do_sample=False, max_time=timeout, pad_token_id=tokenizer.pad_token_id,
                                      prefix_allowed_tokens_fn=allowed)
         except Exception as err:  # noqa: BLE001 - a judge that breaks is counted per sample, not a crash

@@ -127,10 +127,11 @@ class JudgeReward:
     def _key(self, case: Case, *answers: str) -> tuple:
         return (self.rubric, case, self.mode, answers)
 
-    def _ask(self, conversations: list[list[dict[str, str]]], digits: int = 0) -> list[str | CallFailed]:
+    def _ask(self, conversations: list[list[dict[str, str]]], scale: tuple[int, int] | None = None,
+             max_tokens: int | None = None) -> list[str | CallFailed]:
         if not conversations:
             return []
-        replies = list(self.backend.complete_many(conversations, self.timeout, digits))
+        replies = list(self.backend.complete_many(conversations, self.timeout, scale, max_tokens))
         if len(replies) != len(conversations):
             return [CallFailed("error", f"backend gave {len(replies)} replies for {len(conversations)}")] * len(
                 conversations)
@@ -157,7 +158,7 @@ class JudgeReward:
             else:
                 ask.append(i)
         replies = self._ask([self._started(pointwise(self.rubric, cases[i], texts[i]), "Score:") for i in ask],
-                            digits=len(str(self.rubric.high)))
+                            scale=(self.rubric.low, self.rubric.high))
         for i, reply in zip(ask, replies):
             if isinstance(reply, CallFailed):
                 self._failure(reply, i, failed)
@@ -189,8 +190,9 @@ class JudgeReward:
                 self.counts["cached"] += len(members)
             else:
                 ask.append((members, key))
+        longest = max((len(m) for m, _ in ask), default=0)  # a line per answer: "<n>: <score>"
         replies = self._ask([self._started(groupwise(self.rubric, cases[m[0]], [texts[i] for i in m]), "1:")
-                             for m, _ in ask])
+                             for m, _ in ask], max_tokens=8 * longest + 8)
         for (members, key), reply in zip(ask, replies):
             if isinstance(reply, CallFailed):
                 for i in members:
