@@ -109,8 +109,12 @@ def self_test(judge: Callable, rows: Sequence[dict[str, Any]], gold: Gold | None
     name = getattr(judge, "__name__", "judge")
     if not pairs:
         return SelfTest(name, 0, 0.0, 0)
-    better = score_rows(judge, [p.row for p in pairs], [p.better for p in pairs])
-    worse = score_rows(judge, [p.row for p in pairs], [p.worse for p in pairs])
+    if getattr(judge, "mode", "pointwise") == "group":  # a group judge ranks: each pair is a group of two
+        duels = [score_rows(judge, [p.row, p.row], [p.better, p.worse]) for p in pairs]
+        better, worse = [d[0] for d in duels], [d[1] for d in duels]
+    else:
+        better = score_rows(judge, [p.row for p in pairs], [p.better for p in pairs])
+        worse = score_rows(judge, [p.row for p in pairs], [p.worse for p in pairs])
     wins, undecided, kinds = 0.0, 0, {}
     for pair, b, w in zip(pairs, better, worse):
         if b is None or w is None:

@@ -175,6 +175,9 @@ def test_self_test_builds_the_four_kinds_of_pairs_from_the_recipe():
 def test_self_test_reports_agreement_and_refuses_a_judge_no_better_than_chance(server, capsys):
     good = self_test(judge(server), QA_ROWS, QA.gold, n_rows=6)
     assert good.agreement is not None and good.agreement >= 0.75 and good.undecided == 0
+    before = len(server.requests)
+    ranked = self_test(judge(server, mode="group"), QA_ROWS, QA.gold, n_rows=6)  # each pair judged as a group
+    assert ranked.agreement == good.agreement and len(server.requests) - before == ranked.pairs
     assert "agreement" in good.line() and "wrong_context" in good.line()
     coin = judge(server, "constant", self_test="warn", screen=False)  # the screen alone would decide some pairs
     lines = run_self_tests([coin], QA_ROWS, QA.gold, lambda key: key)
