@@ -295,3 +295,25 @@ def test_a_reward_model_run_trains_two_steps_on_trls_path(tiny_model_dir, in_tmp
     metrics = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
     assert all("rewards/rm-smollm2/mean" in m for m in metrics)  # TRL's own name for it: the folder's
     assert any(m["rewards/rm-smollm2/mean"] != 0 for m in metrics)  # a real head scored, not a placeholder
+
+
+def test_a_reward_model_entry_goes_to_trl_by_location_and_scores_the_same_outside(tmp_path):
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    from grpo_fast.rewards.reward_model import RewardModel, trl_reward_funcs
+    from tests.helpers.tiny import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, num_labels=1, pad_token_id=tok.pad_token_id)
+    LlamaForSequenceClassification(config).save_pretrained(tmp_path / "tiny-rm")
+    tok.save_pretrained(tmp_path / "tiny-rm")
+    rewards = resolve_rewards([RewardSpec(name="fuzzy_match"), RewardSpec(model=str(tmp_path / "tiny-rm"))],
+                              QA_REWARDS)
+    model = rewards.funcs[1]
+    assert isinstance(model, RewardModel) and rewards.names == ["fuzzy_match", "tiny-rm"]
+    assert trl_reward_funcs(rewards.funcs)[1] == str(tmp_path / "tiny-rm")  # TRL loads it: its own path
+    rows = QA_ROWS[:2]
+    scores = score_rows(model, rows, ["Paris", "Rome"])
+    assert len(scores) == 2 and all(isinstance(s, float) for s in scores) and scores[0] != scores[1]
+    assert score_rows(pickle.loads(pickle.dumps(model)), rows, ["Paris", "Rome"]) == scores
