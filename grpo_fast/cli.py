@@ -106,6 +106,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _rewards_check(args: argparse.Namespace) -> int:
     from grpo_fast.recipes import NAMES, get_recipe, recipe_for_preset
     from grpo_fast.rewards.check import audit_gold, audit_line, run_check
+    from grpo_fast.rewards.judge_checks import injection_check
     from grpo_fast.rewards.presets import PRESETS
     from grpo_fast.run.prepare import prepare, run_rewards
     from grpo_fast.run.programs import own_programs
@@ -135,7 +136,8 @@ def _rewards_check(args: argparse.Namespace) -> int:
     if own is not None:
         print(own.summary())
     report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes,
-                       checks=(*recipe.checks, *([own.check] if own else [])), threshold=args.threshold,
+                       checks=(*recipe.checks, *([own.check] if own else []), injection_check(rows, recipe.gold)),
+                       threshold=args.threshold,
                        max_rows=args.rows, no_gold="the programs below stand in" if own and own.right else None)
     if audit.checked:
         report.lines.insert(0, audit_line(audit))

@@ -111,7 +111,8 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                "backend": loaded.backend.name, "trackers": trackers.where(cfg, run_dir),
                "health": [r.monitor.summary() for r in results if r.monitor],
                "cpu_choices": next((r.cpu_choices for r in results if r.cpu_choices), None),
-               "sandbox": preps[0].sandbox}
+               "sandbox": preps[0].sandbox,
+               "judges": {f.__name__: f.stats() for p in preps for f in p.rewards.funcs if hasattr(f, "take_failures")}}
     if main:
         try:
             save_run(run_dir, cfg, loaded, summary)

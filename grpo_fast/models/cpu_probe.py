@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from grpo_fast.config import RunConfig
-from grpo_fast.models.embedded import EMBEDDED, EMBEDDED_NAME, model_source
+from grpo_fast.embedded import EMBEDDED, EMBEDDED_NAME, model_source
 
 # SmolLM2-135M, the embedded model
 EMBEDDED_DIMS = {"hidden": 576, "intermediate": 1536, "heads": 9, "kv_heads": 3, "head_dim": 64, "layers": 30,

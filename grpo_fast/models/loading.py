@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_fast.config import RunConfig
-from grpo_fast.errors import UserError
-from grpo_fast.models import machine
-from grpo_fast.models.embedded import (
+from grpo_fast.embedded import (
     EMBEDDED,
     EMBEDDED_GGUF,
     EMBEDDED_NAME,
@@ -22,6 +20,8 @@ from grpo_fast.models.embedded import (
     embedded_gguf_dir,
     resolve_model_path,
 )
+from grpo_fast.errors import UserError
+from grpo_fast.models import machine
 from grpo_fast.models.gpu import (
     bnb_config_kwargs,
     lora_alpha,

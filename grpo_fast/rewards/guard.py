@@ -86,8 +86,10 @@ class GuardedReward:
 
     def stats(self) -> dict[str, Any]:
         """Counters for logging: calls, samples scored, failures and their rate."""
-        return {"calls": self.calls, "samples": self.samples, "failures": self.failures,
-                "rate": round(self.failures / self.samples, 4) if self.samples else 0.0}
+        stats = {"calls": self.calls, "samples": self.samples, "failures": self.failures,
+                 "rate": round(self.failures / self.samples, 4) if self.samples else 0.0}
+        own = getattr(self.fn, "stats", None)  # a judge's own counts: timeouts, errors, unparsable, seconds
+        return {**stats, "judge": own()} if callable(own) else stats
 
     # ----------------------------------------------------------------- the call
 
@@ -98,12 +100,22 @@ class GuardedReward:
             error = None
         except Exception as err:  # isolate: retry one sample at a time
             out, error = None, err
+        reported = self._reported(n)
         if out is None or len(out) != n:
             if out is not None:
                 error = ValueError(f"returned {len(out)} scores for {n} completions")
             out = [self._one(prompts, completions, kwargs, i, n) for i in range(n)]
             self._note_call_failure(error)
-        return self._finish(out, prompts, completions, kwargs)
+            self._reported(n)  # drop the retries' reports: they cannot be matched to samples
+            reported = {}
+        return self._finish(out, prompts, completions, kwargs, reported)
+
+    def _reported(self, n: int) -> dict[int, str]:
+        """Samples the reward itself says failed while scoring None (a judge that timed out, erred or wrote no
+        verdict: ``take_failures``); only meaningful for a whole-batch call of ``n`` samples."""
+        take = getattr(self.fn, "take_failures", None)
+        failed = take() if callable(take) else {}
+        return failed if all(0 <= i < n for i in failed) else {}
 
     def _one(self, prompts: Sequence, completions: Sequence, kwargs: dict, i: int, n: int) -> Any:
         try:
@@ -119,13 +131,16 @@ class GuardedReward:
     def _note_call_failure(self, error: BaseException | None) -> None:
         log.debug("reward %s failed on a whole batch (%r); retried per sample", self.__name__, error)
 
-    def _finish(self, out: list, prompts: Sequence, completions: Sequence, kwargs: dict) -> list[float | None]:
+    def _finish(self, out: list, prompts: Sequence, completions: Sequence, kwargs: dict,
+                reported: dict[int, str] | None = None) -> list[float | None]:
         self.calls += 1
         self.samples += len(out)
         scores: list[float | None] = []
         failed_now = skipped = 0
         for i, value in enumerate(out):
             problem = _problem(value)
+            if problem is None and value is None and reported and i in reported:
+                problem = reported[i]
             if problem is None:
                 scores.append(None if value is None else float(value))
                 skipped += value is None

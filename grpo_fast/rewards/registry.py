@@ -17,6 +17,7 @@ from typing import Any
 import grpo_fast.rewards.code as code
 import grpo_fast.rewards.correctness as correctness
 import grpo_fast.rewards.format as fmt
+import grpo_fast.rewards.judged as judged
 import grpo_fast.rewards.length as length
 import grpo_fast.rewards.mathverify as mathverify
 import grpo_fast.rewards.reasoning as reasoning
@@ -25,6 +26,7 @@ from grpo_fast.config.references import is_reference, load_object
 from grpo_fast.errors import UserError
 from grpo_fast.rewards.base import RewardFunc
 from grpo_fast.rewards.presets import RewardSet, get_preset
+from grpo_fast.rewards.reward_model import make_reward_model
 
 # name -> reward function, or factory (``is_reward_factory``) called by ``get_reward`` with the YAML params.
 REWARDS: dict[str, Callable[..., Any]] = {
@@ -62,6 +64,8 @@ REWARDS: dict[str, Callable[..., Any]] = {
     "repetition_penalty": style.make_repetition_penalty,
     "language_consistency": style.language_consistency_reward,
     "faithfulness": style.make_faithfulness_reward,
+    # judged (docs/rewards.md "Judged rewards"); a reward model is {model: ...}, not a name
+    "llm_judge": judged.make_llm_judge_reward,
 }
 
 
@@ -145,9 +149,10 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
         funcs, ws = [], []
         for i, item in enumerate(spec):
             try:
-                funcs.append(marked(get_reward(item.name, default.funcs, **item.params), item.kind, item.range))
-            except UserError as err:
-                raise UserError(err.what, where(f"rewards[{i}].name"), err.fix) from None
+                funcs.append(marked(spec_reward(item, default.funcs), item.kind, item.range))
+            except UserError as err:  # a factory names its parameter (``where="rubric"``); else the entry's name
+                key = err.where if err.where and err.where.isidentifier() else "name"
+                raise UserError(err.what, where(f"rewards[{i}].{key}"), err.fix) from None
             ws.append(item.weight)
         named = [f.__name__ for f, item in zip(funcs, spec) if item.kind == "correctness"]
         chosen = _judged(funcs, ws, default, where, named[0] if named else None)
@@ -157,6 +162,21 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
                             "give one weight per reward, in order")
         chosen = chosen.with_weights(list(weights))
     return chosen
+
+
+def spec_reward(item: Any, own: Sequence[RewardFunc] = ()) -> RewardFunc:
+    """One ``rewards:`` entry: ``{model: ...}`` a reward model TRL scores with, else a reward by name."""
+    if getattr(item, "model", None) is not None:
+        if item.name is not None:
+            raise UserError(f"a rewards entry has both name {item.name!r} and model {item.model!r}", "model",
+                            "one entry per reward: a name, or a model")
+        if item.params:
+            raise UserError(f"a reward model takes no parameters (got {', '.join(item.params)})", "model",
+                            "give only model and weight")
+        return make_reward_model(item.model)
+    if item.name is None:
+        raise UserError("a rewards entry needs a name (or a model)", "name", "e.g. - {name: fuzzy_match, weight: 2}")
+    return get_reward(item.name, own, **item.params)
 
 
 def marked(fn: RewardFunc, kind: str | None, span: tuple[float, float] | None) -> RewardFunc:

@@ -18,6 +18,7 @@ from grpo_fast.models.thinking import ThinkingMode, for_run
 from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import GoldAudit, audit_gold
+from grpo_fast.rewards.judge_checks import run_self_tests
 from grpo_fast.sandbox import default_sandbox, weaker_than
 from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
@@ -114,6 +115,7 @@ def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
                         "fix the reward or the gold column (run `grpo-fast rewards check`), or pass --force")
     else:
         report.append(audit.summary())
+    report.extend(run_self_tests(rewards.funcs, train_rows, recipe.gold, cfg.where))  # LLM judges, before training
     report.append(memory_line(cfg, stats.max))
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox)
 

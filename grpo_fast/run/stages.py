@@ -18,6 +18,7 @@ from grpo_fast.models.cpu_choice import choose, cpu_class
 from grpo_fast.models.cpu_speed import apply_speedups, autocast_training_pass, set_cpu_threads
 from grpo_fast.rewards.combine import AdaptiveRewardScaler
 from grpo_fast.rewards.guard import guard_rewards, tripped
+from grpo_fast.rewards.reward_model import trl_reward_funcs
 from grpo_fast.run import dynamic_sampling
 from grpo_fast.run.prepare import Prepared
 from grpo_fast.tools import environment_class
@@ -54,7 +55,7 @@ def build_trainer(prep: Prepared, loaded: LoadedModel, run_dir: Path, stage: str
 
     output_dir = checkpoints.output_dir(run_dir, stage)
     args = cfg.training_args(str(output_dir), reward_weights=prep.rewards.weights, **named)
-    funcs = guard_rewards(prep.rewards.funcs, max_failure_rate=cfg.max_reward_failure_rate,
+    funcs = guard_rewards(trl_reward_funcs(prep.rewards.funcs), max_failure_rate=cfg.max_reward_failure_rate,
                           log_dir=output_dir.parent, raise_on_failure=False)
     env = environment_class(cfg, prep.recipe)
     # server mode with LoRA: the server loads each step's adapter; colocate on CPU: vLLM's packed weights re-packed

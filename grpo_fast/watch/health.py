@@ -299,7 +299,7 @@ def _scale(config: dict, source: Path) -> RewardScale:
             base = Path(config["_base"])
             items = [{"name": r} if isinstance(r, str) else dict(r) for r in spec]
             for item in items:
-                ref, _, fn = str(item["name"]).partition(".py:")
+                ref, _, fn = str(item.get("name") or "").partition(".py:")
                 if fn and not Path(ref).is_absolute():
                     item["name"] = f"{base / ref}.py:{fn}"
             spec = [RewardSpec(**item) for item in items]

@@ -180,7 +180,8 @@ TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("name", sorted(R.REWARDS))
+# llm_judge needs a judge to call; tests/rewards/test_judged_rewards.py pickles it with one
+@pytest.mark.parametrize("name", sorted(set(R.REWARDS) - {"llm_judge"}))
 def test_every_registered_reward_survives_a_pickle_round_trip(name):
     fn = R.get_reward(name, **PARAMS.get(name, {}))
     back = pickle.loads(pickle.dumps(fn))

@@ -110,13 +110,13 @@ def test_help_config_lists_every_key(capsys):
 
 def test_dry_run_of_the_embedded_model_converts_nothing(tmp_path, monkeypatch, capsys):
     """The tokenizer comes from the GGUF file: a dry run on a new machine takes seconds, not a conversion."""
-    from grpo_fast import models
+    from grpo_fast import embedded
 
     def boom():
         raise AssertionError("a dry run must not convert the embedded model")
 
     monkeypatch.setenv("GRPO_FAST_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models.embedded, "embedded_model_dir", boom)
+    monkeypatch.setattr(embedded, "embedded_model_dir", boom)
     monkeypatch.chdir(tmp_path)
     assert main(["train", "demo", "--dry-run"]) == 0, capsys.readouterr().err
     assert "dry run: every check passed" in capsys.readouterr().out

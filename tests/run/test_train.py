@@ -11,7 +11,7 @@ import yaml
 from safetensors.torch import load_file
 from tiny import VARIED_REWARDS
 
-from grpo_fast import models
+from grpo_fast import embedded, models
 from grpo_fast.errors import UserError
 from grpo_fast.run.prepare import prepare
 from grpo_fast.run.resolve import resolve_config
@@ -56,7 +56,7 @@ def test_dry_run_loads_no_weights_and_writes_nothing(tiny_model_dir, in_tmp, mon
         raise AssertionError("dry run must not load weights")
 
     monkeypatch.setattr(models, "load_model", boom)
-    monkeypatch.setattr(models.embedded, "embedded_model_dir", boom)
+    monkeypatch.setattr(embedded, "embedded_model_dir", boom)
     prep = prepare(resolve_config("demo", [f"model={tiny_model_dir}"]))
     assert any(line.startswith("gold self-test (all ") and "every reference gets full" in line for line in prep.report)
     assert any(line.startswith("memory plan") for line in prep.report)
