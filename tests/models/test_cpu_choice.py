@@ -150,6 +150,7 @@ def test_probe_runs_once_per_machine_and_shape_and_is_cached(cache, monkeypatch)
     assert not bf16_probe(cpu_class(), TINY)["cached"] and len(json.loads((cache / PROBE_FILE).read_text())) == 4
 
 
+@pytest.mark.slow
 def test_avx2_restriction_is_seen_as_no_native_bf16(cache):
     """ATEN_CPU_CAPABILITY=avx2 + ONEDNN_MAX_CPU_ISA=AVX2 (an AVX2-only machine, as torch sees it): auto is off."""
     code = ("from grpo_fast.models.cpu_choice import cpu_class; from grpo_fast.run.resolve import resolve_config; "

@@ -52,6 +52,7 @@ def reference(tiny_model_dir, tmp_path_factory):
     return _greedy(trainer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["static_cache", "continuous_batching"])
 def test_each_engine_runs_and_gives_the_default_paths_tokens(engine, tiny_model_dir, tmp_path, reference, capsys,
                                                              monkeypatch):

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SITECUSTOMIZE = """
@@ -44,6 +46,7 @@ def _stand_ins(tmp_path: Path) -> dict[str, str]:
             "UNSLOTH_STANDIN_LOG": str(log)}
 
 
+@pytest.mark.slow
 def test_train_imports_unsloth_before_transformers_trl_and_peft(tmp_path):
     env = _stand_ins(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "grpo_fast", "train", "demo", "--dry-run"],

@@ -17,7 +17,7 @@ YAML_CASES = [
     ("stages: fast\n", ["stages", "valid list"]),
     ("health:\n  windw: 3\n", ["health.windw", "run.yaml:3", "did you mean 'window'"]),
     ("health:\n  stop_on: [boredom]\n", ["health.stop_on[0]", "run.yaml:3", "'low_reward_std'", "boredom"]),
-    ("rewards:\n  - {weight: 2.0}\n", ["rewards[0].name", "field required"]),
+    ("rewards:\n  - {weight: 2.0}\n", ["rewards[0].name", "needs a name (or a model)"]),
     ("rewards:\n  - fuzzy_matsch\n", ["rewards[0].name", "did you mean fuzzy_match"]),
     ("rewards:\n  - {name: fuzzy_match, colum: answer}\n", ["rewards[0].name", "colum"]),
     ("rewards:\n  - {name: missing_file.py:brevity}\n", ["rewards[0].name", "missing_file.py", "does not exist"]),
@@ -108,6 +108,7 @@ def test_help_config_lists_every_key(capsys):
         assert key in out, key
 
 
+@pytest.mark.slow
 def test_dry_run_of_the_embedded_model_converts_nothing(tmp_path, monkeypatch, capsys):
     """The tokenizer comes from the GGUF file: a dry run on a new machine takes seconds, not a conversion."""
     from grpo_fast import embedded

@@ -93,6 +93,7 @@ def test_chat_loop_keeps_history_and_resets(run_dir):
     assert seen[0][0]["content"] == SYSTEM_PROMPT
 
 
+@pytest.mark.slow
 def test_chat_over_stdin_two_lines_then_eof(run_dir):
     proc = subprocess.run([sys.executable, "-c", _CHAT, "chat", str(run_dir), "--max-new-tokens", "5"],
                           input="What is 2 + 3?\nWhat is 7 + 1?\n", capture_output=True, text=True, timeout=180,

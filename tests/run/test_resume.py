@@ -19,6 +19,8 @@ from safetensors.torch import load_file
 from grpo_fast.errors import UserError
 from grpo_fast.run import checkpoints
 
+pytestmark = pytest.mark.slow  # whole runs in fresh interpreters: `make test-fast` leaves them out
+
 STEPS = 8
 STAGES = "stages=[{name: warm, max_steps: 3}, {name: main, max_steps: 3}]"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

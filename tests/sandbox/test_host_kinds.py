@@ -15,6 +15,8 @@ import pytest
 
 from grpo_fast.sandbox.isolation import cleanup
 
+pytestmark = pytest.mark.slow  # whole runs in fresh interpreters: `make test-fast` leaves them out
+
 HERE = Path(__file__).resolve().parent
 THREATS = ("token read", "ssh key read", "sent to a local socket", "wrote into $HOME", "killed a process of the user",
            "left state for the next job")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tool_caller import CHATML_TEMPLATE, save_tool_caller, tool_list
 
 from grpo_fast.recipes.tool_math import make_rows
@@ -13,6 +14,7 @@ from grpo_fast.tools.python import PythonSession
 CALL = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}
 
 
+@pytest.mark.slow
 def test_tool_caller_from_its_folder_emits_a_call_trl_parses_and_the_sandbox_runs(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -20,6 +20,7 @@ def _hide(modules: list[str], argv: list[str], cwd) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_missing_tensorboard_stops_before_weights_with_the_install_command(tiny_model_dir, tmp_path):
     proc = _hide(["tensorboard", "tensorboardX"], ["train", "demo", f"model={tiny_model_dir}",
                                                    "report_to=tensorboard"], tmp_path)
@@ -47,6 +48,7 @@ def test_unknown_or_absent_tracker(value, needle, tiny_model_dir, tmp_path, monk
     assert needle in err and "key 'report_to' (command line)" in err and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_tensorboard_and_trackio_log_the_training_scalars_under_the_run(tiny_model_dir, tmp_path):
     """A real run in its own process (trackio fixes its folder when first imported)."""
     pytest.importorskip("tensorboard")
@@ -72,6 +74,7 @@ def test_tensorboard_and_trackio_log_the_training_scalars_under_the_run(tiny_mod
     assert sum('"train/reward"' in str(m) for m in logged) == 2, logged[:3]
 
 
+@pytest.mark.slow
 def test_a_tracker_installed_but_broken_stops_before_weights(tiny_model_dir, tmp_path):
     """find_spec sees the package, importing it fails (e.g. a protobuf clash): exit 2, no traceback, no run."""
     broken = tmp_path / "broken"
