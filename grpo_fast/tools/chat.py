@@ -52,7 +52,7 @@ def chatml(tokenizer: Any) -> bool:
 
 def use_tool_template(tokenizer: Any, model: str = "the model") -> str:
     """Make ``tokenizer`` render and parse tool calls; returns what was done, in words (the run's log says it)."""
-    from trl.chat_template_utils import (  # noqa: PLC0415 - heavy third-party, at tool set-up
+    from trl.chat_template_utils import (
         add_response_schema,
         qwen3_template,
         supports_tool_calling,
@@ -82,7 +82,7 @@ def use_tool_template(tokenizer: Any, model: str = "the model") -> str:
 
 def tool_schemas(tools: list[Any]) -> list[dict[str, Any]]:
     """JSON schemas of tool functions or bound methods, as the chat template receives them."""
-    from transformers.utils import get_json_schema  # noqa: PLC0415 - heavy third-party, at tool set-up
+    from transformers.utils import get_json_schema
 
     return [get_json_schema(t) for t in tools]
 
