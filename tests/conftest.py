@@ -12,7 +12,19 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # shared helpers: ti
 sys.path.insert(0, str(Path(__file__).parent / "sandbox"))  # the sandbox suites' helper modules and corpora
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import pinned  # noqa: E402
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where the run selected a PyPI test, pip's dry runs of the two GPU locks start now, in the background."""
+    if any(item.get_closest_marker("network") for item in session.items):
+        for name in pinned.LOCK_FILES:
+            pinned.start_resolving(name)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    pinned.stop_resolving()
 
 
 @pytest.fixture(scope="session")

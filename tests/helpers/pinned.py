@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import zipfile
 from functools import cache
@@ -79,25 +80,49 @@ class PinnedWheel:
         return ast.parse(self.text(member))
 
 
+LOCK_FILES = ("requirements-gpu.txt", "requirements-gpu-cu12.txt")
+_RESOLVING: dict[str, tuple[subprocess.Popen, tempfile.TemporaryDirectory]] = {}
+
+
+def start_resolving(name: str) -> None:
+    """Start pip's dry run of a lock in the background. Each one waits on PyPI for half a minute: the suite starts
+    both at collection (tests/conftest.py), so they overlap each other and the tests before theirs."""
+    if name in _RESOLVING:
+        return
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    tmp = tempfile.TemporaryDirectory()
+    report = Path(tmp.name) / "report.json"
+    proc = subprocess.Popen([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
+                             "-r", str(root / name), "--report", str(report)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    _RESOLVING[name] = proc, tmp
+
+
+def stop_resolving() -> None:
+    """End the dry runs no test waited for (a run that selected only some of the network tests)."""
+    for proc, tmp in _RESOLVING.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        tmp.cleanup()
+
+
 @cache
 def resolve_gpu_set(name: str = "requirements-gpu.txt") -> list[dict]:
     """``pip install --dry-run --report`` of requirements-gpu.txt (or another lock, ``name``) against PyPI alone,
     as a GPU user's pip sees it: no
     local config (a machine's find-links folder holds torch's CPU build, 2.13.0+cpu, which would otherwise satisfy
-    the GPU set's torch==2.13.0). The report's ``install`` list: every package with its metadata. Once a session."""
-    import tempfile
-
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-                               "-r", str(root / name), "--report", str(report)],
-                              capture_output=True, text=True, timeout=1800, env=env)
-        if proc.returncode and ("Network is unreachable" in proc.stderr or "Max retries" in proc.stderr):
+    the GPU set's torch==2.13.0). The report's ``install`` list: every package with its metadata. Once a session,
+    started in the background by ``start_resolving`` where the suite selected a network test."""
+    start_resolving(name)
+    proc, tmp = _RESOLVING[name]
+    with tmp:
+        _, stderr = proc.communicate(timeout=1800)
+        if proc.returncode and ("Network is unreachable" in stderr or "Max retries" in stderr):
             _unreachable(f"PyPI unreachable for pip's dry run of {name}")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(report.read_text())["install"]
+        assert proc.returncode == 0, stderr[-3000:]
+        return json.loads((Path(tmp.name) / "report.json").read_text())["install"]
 
 
 def _unreachable(reason: str) -> None:

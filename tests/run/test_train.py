@@ -88,7 +88,7 @@ def test_gpu_only_option_fails_before_any_file_is_written(in_tmp):
 
 @pytest.mark.slow
 def test_embedded_model_trains_a_few_steps(in_tmp):
-    cfg = resolve_config("demo", ["max_steps=2", "max_completion_length=12"])
+    cfg = resolve_config("demo", ["max_steps=2", "max_completion_length=12", "eval_rows=8"])
     result = train(cfg)
     _assert_run_dir(result.path, 2)
     weights = load_file(result.path / "adapter" / "adapter_model.safetensors")

@@ -191,4 +191,6 @@ def test_a_failure_timed_to_the_judges_alarm_never_passes(margin: float) -> None
                f"    time.sleep(max(0.0, T0 + 4.0 - {margin} - time.monotonic()))\n    raise ValueError\n")
     job = code_tests.job(program, code_tests.parse(THREE_TESTS), timeout=timeout)
     (res,) = sb.default_sandbox().run_many([job])
-    assert res.fraction == 0.0 and res.n_tests == 3, (res.status, res.failures)
+    # on a loaded machine the deadline may land before pytest has collected the three tests: the job then ends
+    # as a whole ("exited"), still with no credit
+    assert res.fraction == 0.0 and (res.n_tests == 3 or res.status != "ok"), (res.status, res.failures)
