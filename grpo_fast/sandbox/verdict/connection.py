@@ -19,6 +19,7 @@ from . import decoder, mutables, wire
 from .channel import Channel
 from .mutables import Shared
 from .proxy import Remote, RemoteValue, awaited, handle_of
+from .scratch import Scratch
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
 
 _NO_CALL_EXTRAS = ((), "", "", ())  # a call reply's changes, output, errors and warnings when it leaves them out
@@ -30,7 +31,7 @@ _OWN_PACKAGE = __name__.split(".")[0]  # "grpo_fast_sandbox" in the zygote, "grp
 class Connection:
     """The judge's end of one job: requests, proxies, exception classes, and objects lent to the candidate."""
 
-    def __init__(self, sock: Any, deadline: float) -> None:
+    def __init__(self, sock: Any, deadline: float, shared_workdir: bool = False) -> None:
         self.proxies: dict[int, Remote] = {}
         self.exc_classes: dict[int, type] = {}
         self.exc_hids: dict[int, int] = {}
@@ -39,6 +40,9 @@ class Connection:
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
         self.shared = Shared()
         self.rule = ""  # set when the operator rule kept a plain value from the program during the current test
+        self.scratch = Scratch() if Scratch.usable() and not shared_workdir else None
+        self.files_shared = shared_workdir or self.scratch is not None  # one directory, or two kept in step
+        self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         stream = Stream(sock, max_frame=wire.MAX_FRAME)
         stream.deadline = deadline
         self.channel = Channel(stream, self.dumps, self.loads, self.serve)
@@ -67,6 +71,20 @@ class Connection:
             raise
 
     def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
+        """A call into the program; while the running test uses files, the files either side wrote since the
+        last call cross first and after (``scratch``), as if both worked in one directory."""
+        files = self.files and self.scratch is not None
+        if files:
+            written = self.scratch.changed()
+            if written:
+                self.request("state", {"files": written})
+        try:
+            return self._call(fn, args, kwargs)
+        finally:
+            if files and not self.dead:
+                self.scratch.apply(self.request("files"))
+
+    def _call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
         updates = self.shared.changes()  # what the test changed in containers the program holds copies of
         # the keyword dict itself is never the program's (a call unpacks it into a new one); its values may be
         new = [(idx, m) for m in mutables.find((args, tuple(kwargs.values())))
@@ -99,7 +117,8 @@ class Connection:
     def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]:
         capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__)
         reply = self.request("next", it, n, capture)
-        if type(reply) is not tuple or len(reply) != 5 or type(reply[0]) is not list or type(reply[1]) is not bool:
+        if type(reply) is not tuple or len(reply) not in (5, 6) or type(reply[0]) is not list \
+                or type(reply[1]) is not bool:
             raise TypeError("malformed iterator reply")
         for wanted, text, stream in ((capture[0], reply[3], sys.stdout), (capture[1], reply[4], sys.stderr)):
             if wanted and type(text) is str and text:
@@ -107,6 +126,8 @@ class Connection:
         exc = reply[2] if isinstance(reply[2], BaseException) else None
         if isinstance(exc, (StopIteration, StopAsyncIteration)):
             exc = RuntimeError("the program's iterator raised StopIteration")
+        if len(reply) == 6 and reply[1] and exc is None:  # a generator's return value, for ``yield from``
+            exc = StopIteration(reply[5])
         return reply[0], reply[1], exc
 
     # -- decoding: the candidate's replies; data is rebuilt by ``wire``, references mean what this side says

@@ -157,7 +157,14 @@ def compile_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - unusable: the tests fall back to the program's names
         trusted = None
     return {"setup": setup, "tests": codes, "trusted": trusted,
-            "modules": sorted(module_names([*tests, job.get("trusted") or ""]))}
+            "modules": sorted(module_names([*tests, job.get("trusted") or ""])), "files": uses_files(codes)}
+
+
+def uses_files(codes: list[types.CodeType]) -> list[int]:
+    """The tests that use files (``open``, ``write_text``, ``mkdtemp``...: ``pytest_run.FILE_NAMES``): while
+    one runs, the judge's and the program's working directories are kept in step at each call (``scratch``)."""
+    return [i for i, code in enumerate(codes)
+            if not pytest_run.FILE_NAMES.isdisjoint(pytest_run.code_names(code, set()))]
 
 
 def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool = False) -> dict[str, Any]:
@@ -167,7 +174,7 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
     n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
-    conn = SharedState(sock, deadline, shared_workdir) if job.get("pytest") else Connection(sock, deadline)
+    conn = (SharedState if job.get("pytest") else Connection)(sock, deadline, shared_workdir)
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod
@@ -208,11 +215,12 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
                 tns.pop(name, None)
         if job.get("pytest"):
             return _pytest_verdict(out, compiled["tests"][0], tns, conn)
+        with_files = frozenset(compiled.get("files") or ())
         for i, code in enumerate(compiled["tests"]):
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
                 continue
-            conn.rule = ""
+            conn.rule, conn.files = "", i in with_files
             try:
                 exec(code, tns)  # noqa: S102 - the dataset's test
                 ok, why = True, ""
@@ -220,6 +228,8 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
                 conn.dead, ok, why = "timeout", False, "timeout"
             except BaseException as err:  # noqa: BLE001 - any exception fails the test
                 ok, why = False, describe(err)
+                if conn.files and not conn.files_shared and isinstance(err, OSError):
+                    conn.note("the test's files: this judge has no working directory kept in step with the program's")
             if conn.dead and ok:  # the candidate died or hung inside this test: never a pass
                 ok, why = False, conn.dead
             if not ok and conn.rule:  # visible, never a silent zero: see "Outside the design" in docs/sandbox.md

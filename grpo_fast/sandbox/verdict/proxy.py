@@ -116,6 +116,9 @@ class Remote:
         return Batched(it) if isinstance(it, Remote) else iter(it)
 
     def __next__(self) -> Any:
+        buf = buffer_of(self)  # items a loop over this iterator fetched ahead and did not take
+        if buf:
+            return buf.popleft()
         items, done, exc = self._sbx_conn.next_items(self, 1)
         if items:
             return items[0]
@@ -124,7 +127,23 @@ class Remote:
         raise StopIteration
 
     def __reversed__(self) -> Any:
-        return self._sbx("unary", "reversed")
+        return self._sbx_conn.request("unary", "reversed", self)
+
+    def __aiter__(self) -> Remote:
+        return self
+
+    def __anext__(self) -> Any:
+        return _anext(self)
+
+    async def __aenter__(self) -> Any:
+        return await self._sbx("method", "__aenter__", (), {})
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        """As ``__exit__``: the exception's class only, and no suppression."""
+        asked = await self._sbx("method", "__aexit__", (kind, None, None), {})
+        if kind is not None and issubclass(kind, Exception) and not issubclass(kind, AssertionError) and asked:
+            self._sbx_conn.note("a program's context manager cannot suppress an exception raised in the test")
+        return False
 
     def __contains__(self, item: Any) -> bool:
         if isinstance(item, Remote):
@@ -280,10 +299,13 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 
 
 class Batched:
-    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request)."""
+    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request).
+
+    The items fetched ahead belong to the iterator's proxy (``buffer_of``), not to this loop: a loop that stops
+    early (``break``, ``islice``, ``zip``) leaves them to the next ``next(it)`` or loop, as in one interpreter."""
 
     def __init__(self, it: Remote) -> None:
-        self.it, self.buf, self.n, self.done, self.exc = it, collections.deque(), 1, False, None
+        self.it, self.buf, self.n, self.done, self.exc = it, buffer_of(it), 1, False, None
 
     def __iter__(self) -> Batched:
         return self
@@ -300,6 +322,26 @@ class Batched:
             self.done = True
             raise exc
         raise StopIteration
+
+
+def buffer_of(it: Remote) -> collections.deque:
+    """The items of a candidate iterator fetched but not yet taken (kept on its proxy)."""
+    try:
+        return object.__getattribute__(it, "_sbx_buf")
+    except AttributeError:
+        buf: collections.deque = collections.deque()
+        object.__setattr__(it, "_sbx_buf", buf)
+        return buf
+
+
+async def _anext(it: Remote) -> Any:
+    """One step of a candidate async generator, run in the program's own event loop."""
+    reply = it._sbx_conn.request("anext", it)
+    if type(reply) is not tuple or len(reply) != 2 or type(reply[0]) is not bool:
+        raise TypeError("malformed async iterator reply")
+    if reply[0]:
+        raise StopAsyncIteration
+    return reply[1]
 
 
 def handle_of(p: Remote) -> int:

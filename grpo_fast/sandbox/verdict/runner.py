@@ -254,14 +254,11 @@ class Runner:
         return self.state.anext(agen)
 
     def op_await(self, aw: Any) -> Any:
-        import asyncio  # noqa: PLC0415 - only for a program using it
-
-        async def main() -> Any:
-            return await aw
-        return asyncio.run(main())
+        return self.state.run(aw)
 
     def op_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
-        return getattr(obj, name)(*args, **kwargs)
+        value = getattr(obj, name)(*args, **kwargs)
+        return Handle(value) if name == "__enter__" and type(value) in IN_PLACE else value  # ``with f() as xs``
 
     def op_getattr(self, obj: Any, name: str) -> Any:
         value = getattr(obj, name)
@@ -319,16 +316,18 @@ class Runner:
             sys.stdout = out
         if capture[1]:
             sys.stderr = err
-        done, exc = False, None
+        done, exc, returned = False, None, None
         try:
             for _ in range(n):
                 items.append(next(it))
-        except StopIteration:
-            done = True
+        except StopIteration as stop:
+            done, returned = True, stop.value
         except Exception as e:  # noqa: BLE001 - delivered after the items already produced
             exc = e
         finally:
             sys.stdout, sys.stderr = saved
+        if returned is not None:  # a generator's return value (``yield from``, ``StopIteration.value``)
+            return items, done, exc, out.getvalue(), err.getvalue(), returned
         return items, done, exc, out.getvalue(), err.getvalue()
 
     def op_unary(self, name: str, obj: Any, *extra: Any) -> Any:

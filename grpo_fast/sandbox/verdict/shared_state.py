@@ -19,7 +19,6 @@ from typing import Any
 
 from .connection import Connection
 from .proxy import Remote
-from .scratch import Scratch
 from .wire import Deadline, Lost
 
 
@@ -27,25 +26,17 @@ class SharedState(Connection):
     """The judge's end of a pytest job: a ``Connection`` that brings the test's process state along on each call."""
 
     def __init__(self, sock: Any, deadline: float, shared_workdir: bool = False) -> None:
-        super().__init__(sock, deadline)
+        super().__init__(sock, deadline, shared_workdir)
         self.env = dict(os.environ)
         self.random = random.getstate()
         self.input, self.stdin = builtins.input, sys.stdin
         self.own_input, self.own_stdin = builtins.input, sys.stdin
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
-        self.scratch = Scratch() if Scratch.usable() and not shared_workdir else None
-        self.files_shared = shared_workdir or self.scratch is not None  # one directory, or two kept in step
-        self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         self.logs = False  # the running test reads log records: the program's come back into the test's logging
         self.steps = False  # the running test sends into generators: theirs are stepped one item at a time
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
-        files = self.files and self.scratch is not None
-        if files:
-            written = self.scratch.changed()
-            if written:
-                changes["files"] = written
         if self.logs:
             changes["logs"] = _levels()
         if changes:
@@ -68,8 +59,6 @@ class SharedState(Connection):
                             stream.write(text)
             raise
         finally:
-            if files and not self.dead:
-                self.scratch.apply(self.request("files"))
             if self.logs and not self.dead:
                 _relog(self.request("logged"))
             if self.random_shared and not self.dead:
