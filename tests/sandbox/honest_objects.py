@@ -572,7 +572,7 @@ OBJECTS: dict[str, tuple[str, str, list[str]]] = {
             return Order(i, ['pen'])
         """), ["from dataclasses import asdict\nassert asdict(new_order(3)) == {'id': 3, 'items': ['pen']}",
                "import dataclasses\nassert dataclasses.is_dataclass(new_order(1))",
-               "assert [f.name for f in __import__('dataclasses').fields(new_order(1))] == ['id', 'items']"]),
+               "import dataclasses\nassert [f.name for f in dataclasses.fields(new_order(1))] == ['id', 'items']"]),
     "dataclass_frozen_order": ("records", S("""
         from dataclasses import dataclass
         @dataclass(frozen=True, order=True)

@@ -263,6 +263,14 @@ OBJECTS_IO: dict[str, tuple[str, str, list[str]]] = {
             return n
         """), ["a = Node(1)\na.next = Node(2)\na.next.next = Node(3)\nassert length(a) == 3",
                "a = Node(1)\nsetattr(a, 'next', Node(2))\nassert a.next.val == 2"]),
+    "method_named_like_proxy_internals": ("properties", S("""
+        class Factory:
+            def __init__(self):
+                self.made = 0
+            def make(self, kind):
+                self.made += 1
+                return kind.upper()
+        """), ["f = Factory()\nassert f.make('car') == 'CAR' and f.made == 1"]),
     # -- container protocols
     "sequence_protocol": ("containers", S("""
         class Deck:

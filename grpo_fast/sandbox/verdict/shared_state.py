@@ -33,7 +33,6 @@ class SharedState(Connection):
         self.own_input, self.own_stdin = builtins.input, sys.stdin
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
         self.logs = False  # the running test reads log records: the program's come back into the test's logging
-        self.steps = False  # the running test sends into generators: theirs are stepped one item at a time
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
@@ -44,8 +43,6 @@ class SharedState(Connection):
         try:
             result = super().call(fn, args, kwargs)
             kind = object.__getattribute__(result, "_sbx_kind") if isinstance(result, Remote) else ""
-            if kind == "generator":
-                return _stepped(result) if self.steps else _generator(result)
             if kind == "async_generator":
                 return _async_generator(self, result)
             return result
@@ -95,12 +92,6 @@ class SharedState(Connection):
         return out
 
 
-def _generator(remote: Any) -> Any:
-    """The program's generator as a generator of the test's process (``types.GeneratorType``,
-    ``inspect.isgenerator``, ``type(g).__name__``), each step, ``send`` and ``close`` passed to the program's."""
-    return (yield from remote)
-
-
 async def _async_generator(conn: Connection, remote: Any) -> Any:
     """The program's async generator as one of the test's process (``async for``): each step runs in the
     program's own event loop, the item comes back as any reply does."""
@@ -109,28 +100,6 @@ async def _async_generator(conn: Connection, remote: Any) -> Any:
         if type(reply) is not tuple or len(reply) != 2 or reply[0] is not False:
             return
         yield reply[1]
-
-
-def _stepped(remote: Any) -> Any:
-    """``_generator`` one step at a time, with ``send``/``throw`` passed on: for tests that send values in."""
-    try:
-        value = next(remote)
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                remote.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - thrown in by the test: the program's generator gets it
-                value = remote.throw(exc)
-                continue
-            value = next(remote) if sent is None else remote.send(sent)
-    except StopIteration as stop:
-        return stop.value
-    except RuntimeError as err:  # the connection turns the program's StopIteration into this (PEP 479)
-        if "StopIteration" in str(err):
-            return None
-        raise
 
 
 def _levels() -> dict[str, int]:
