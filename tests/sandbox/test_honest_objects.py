@@ -23,10 +23,24 @@ from grpo_fast.rewards.code import make_code_execution_reward
 
 TIMEOUT = 20.0  # generous: the machine running the tests may be busy
 PROGRAMS = {**OBJECTS, **OBJECTS_IO}
-# Correct programs whose tests hand a plain value to a program object's operator: never done (a rigged __eq__ or
-# __sub__ would see the expected value). Counted as outside the design.
-OUTSIDE = frozenset({"eq_with_int", "radd_with_sum", "add_int_to_object", "compare_with_number", "mul_by_scalar",
-                     "truediv_by_number", "contains_only"})
+# Correct programs the two-process design cannot serve (docs/sandbox.md, "Outside the design"): name -> why. They
+# must score below 1.0 with every failed test counted as outside the design.
+OUTSIDE = {
+    "eq_with_int": "a program's __eq__ never judges a plain value",
+    "compare_with_number": "a program's ordering never judges a plain value",
+    "dict_key_from_program": "a dict keyed by program objects is a program object",
+    "radd_with_sum": "arithmetic between a plain value and a program object",
+    "add_int_to_object": "arithmetic between a plain value and a program object",
+    "mul_by_scalar": "arithmetic between a plain value and a program object",
+    "truediv_by_number": "arithmetic between a plain value and a program object",
+    "contains_only": "a plain value's membership is checked by iterating",
+    "index_protocol": "__index__ is never asked of a program",
+    "cm_suppress_own": "no program hook swallows a test's exception",
+    "cm_suppress_records": "no program hook swallows a test's exception",
+    "dataclass_asdict": "dataclasses' functions need the program's own instance",
+    "dataclass_replace": "dataclasses' functions need the program's own instance",
+    "type_mro_names": "a program class's __mro__ is its stand-in's",
+}
 
 
 def plain_python_failures(solution: str, tests: list[str]) -> list[str]:

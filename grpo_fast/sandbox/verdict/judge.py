@@ -13,6 +13,7 @@ from __future__ import annotations
 import _signal
 import ast
 import builtins
+import errno
 import marshal
 import os
 import re
@@ -169,7 +170,7 @@ _PROTOCOL_ERRORS = ("interpreted as an integer", "indices must be integers", "by
 def outside_rule(err: BaseException, code: types.CodeType, conn: Connection) -> str:
     """Why a failed test fails outside the design, where the judge's own code (not the operator rule) met a
     program object it cannot treat as in one interpreter; else ''. Each is in docs/sandbox.md, "Outside the design"."""
-    if conn.files and not conn.files_shared and isinstance(err, OSError):
+    if isinstance(err, OSError) and ((conn.files and not conn.files_shared) or err.errno == errno.EROFS):
         return "the test's files: this judge has no working directory kept in step with the program's"
     if isinstance(err, TypeError) and any(text in str(err) for text in _PROTOCOL_ERRORS) and conn.proxy_named(str(err)):
         return "a program object where the judge's code needs __index__ or a buffer, never asked of a program"
