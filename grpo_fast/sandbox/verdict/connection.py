@@ -19,7 +19,7 @@ from . import decoder, mutables, wire
 from .abcs import CONTAINER_ABCS
 from .channel import Channel
 from .classes import MAX_CLASSES, RemoteClass, class_handle, program_class
-from .iteration import as_generator
+from .iteration import ProgramStopped, as_generator
 from .mutables import Shared
 from .names import ProgramModule, own_module, setup_instance, setup_object
 from .proxy import Remote, RemoteValue, awaited, handle_of, new_proxy
@@ -68,7 +68,8 @@ class Connection:
         try:
             return self.channel.request(op, *args)
         except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
-            raise RuntimeError(f"the program raised {type(exc).__name__}") from None
+            value = exc.args[0] if isinstance(exc, StopIteration) and exc.args else None  # a generator's return
+            raise ProgramStopped(type(exc).__name__, value) from None
         except Lost as err:
             self.dead = self.dead or f"candidate process lost ({err})"
             raise

@@ -59,6 +59,15 @@ async def anext_of(it: Any) -> Any:
     return reply[1]
 
 
+class ProgramStopped(RuntimeError):
+    """The program's StopIteration (or StopAsyncIteration) at a request: never the test's own, so it cannot end a
+    test's loop (PEP 479); its ``value`` is a generator's return value, which ``send``/``throw`` pass on."""
+
+    def __init__(self, kind: str, value: Any = None) -> None:
+        super().__init__(f"the program raised {kind}")
+        self.value = value
+
+
 def as_generator(it: Any, conn: Any) -> Generator:
     """The program's generator ``it`` (a proxy) as a generator of the judge's. While the job's tests send or throw
     into generators (``conn.steps``) it is stepped one item at a time, so that what is sent meets the item just
@@ -76,26 +85,14 @@ def as_generator(it: Any, conn: Any) -> Generator:
                 it.close()
                 raise
             except BaseException as exc:  # noqa: BLE001 - thrown in by the test: the program's generator gets it
-                value = _resumed(it.throw, exc)
-                if value is _ENDED:
-                    return None
+                try:
+                    value = it.throw(exc)
+                except ProgramStopped as stop:  # it returned: its value is the test's StopIteration.value
+                    return stop.value
                 continue
             if sent is None:
                 break
-            value = _resumed(it.send, sent)
-            if value is _ENDED:
-                return None
-
-
-_ENDED = object()
-
-
-def _resumed(step: Any, arg: Any) -> Any:
-    """``send``/``throw`` on the program's generator; ``_ENDED`` when it finished (the connection reports the
-    program's StopIteration as a RuntimeError, PEP 479)."""
-    try:
-        return step(arg)
-    except RuntimeError as err:
-        if "StopIteration" in str(err):
-            return _ENDED
-        raise
+            try:
+                value = it.send(sent)
+            except ProgramStopped as stop:
+                return stop.value
