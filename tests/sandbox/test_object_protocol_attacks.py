@@ -14,6 +14,7 @@ import os
 import pytest
 
 from grpo_fast import sandbox as sb
+from grpo_fast.rewards import code_tests
 from grpo_fast.rewards.code import make_code_execution_reward
 
 TIMEOUT = 5.0
@@ -125,8 +126,23 @@ def test_a_program_sharing_its_judges_directory_reaches_no_other_process(files_b
 
 
 def test_a_fifo_in_the_shared_directory_costs_only_its_own_job(files_box: sb.Sandbox) -> None:
-    fifo = "import os\ndef f(x):\n    try:\n        os.mkfifo('out.txt')\n    except OSError:\n        pass\n    return 0"
+    fifo = ("import os\ndef f(x):\n    try:\n        os.mkfifo('out.txt')\n    except OSError:\n        pass\n"
+            "    return 0")
     tests = ["f(1)\nopen('out.txt', 'w').write('2')\nassert open('out.txt').read() == '2' and f(1) == 2"]
     hostile, honest = files_box.run_many([sb.make_job(fifo, tests, timeout=1.0),
                                           sb.make_job("def f(x): return x + 1", ["assert f(1) == 2"], timeout=1.0)])
     assert hostile.passed == [False] and honest.passed == [True]
+
+
+# a program's classes are real classes of the judge's now: none named like a test class is ever collected by pytest
+FORGED_TEST_CLASS = ("def add(a, b):\n    return a - b\nclass TestForged:\n"
+                     + "".join(f"    def test_{i}(self):\n        pass\n" for i in range(9)))
+
+
+@pytest.mark.parametrize("imports", ["from solution import *", "import solution\nfrom solution import add",
+                                     "from solution import add, TestForged as _T\nTestMine = _T"])
+def test_a_program_class_named_like_a_test_class_is_never_collected(imports: str) -> None:
+    tests = f"{imports}\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    job = code_tests.job(FORGED_TEST_CLASS, code_tests.parse(tests), timeout=TIMEOUT)
+    (res,) = sb.default_sandbox().run_many([job])
+    assert res.fraction == 0.0 and res.passed == [False], (res.passed, res.failures)
