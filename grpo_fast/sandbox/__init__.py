@@ -9,10 +9,11 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
   root, uid drop, a job's fork), ``kernel`` (the layers a job's processes enter), ``cleanup`` (by uid, where jobs
   share the host's directories), ``memory`` (a job's memory where cgroups are refused), ``probe`` (the strongest
   policy this host allows, and which layer holds).
-* ``verdict/`` -- the judge<->program protocol: ``wire``, ``decoder``, ``channel``, ``mutables`` (frames, the
-  data-only codec, nested requests and replies, the containers a test hands over); ``scratch`` (a pytest job's
-  shared working directory); ``script``, ``lent``, ``program_state``, ``runner`` (the candidate's process);
-  ``proxy``, ``connection``, ``shared_state``, ``pytest_run``, ``judge`` (the judge's process and its verdict);
+* ``verdict/`` -- the judge<->program protocol: ``wire``, ``decoder``, ``abcs``, ``channel``, ``mutables`` (frames,
+  the data-only codec, the container ABCs a program class may declare, nested requests and replies, the containers
+  a test hands over); ``scratch`` (the working directory a test and its program share); ``script``, ``lent``,
+  ``program_state``, ``exports``, ``runner`` (the candidate's process); ``iteration``, ``proxy``, ``classes``,
+  ``names``, ``connection``, ``shared_state``, ``pytest_run``, ``judge`` (the judge's process and its verdict);
   ``stdio`` (stdin/stdout tests, the output judged as data outside the program).
 * ``pool/`` -- the warm pool: ``warmup`` (the channel code run once on built-in data), ``contain`` (the ordered
   containment steps of a program and of a judge), ``forker`` (a slot's template: set-up, then serving),

@@ -155,9 +155,20 @@ def test_patched_reduction_of_a_value_type_stays_in_the_program() -> None:
      "def f(x): return 0", ["with quiet():\n    assert f(1) == 2, 'want 2'"]),
     # exit-code and stdout forgery
     ("import sys\nprint('ALL TESTS PASSED')\nsys.stdout.flush()\ndef f(x):\n    sys.exit(0)", ADD_ONE),
+    # a class named like a builtin type: the judge's class for it is a class of its own, never the builtin
+    ("class int:\n    def __eq__(self, o): return True\ndef f(x): return int()",
+     ["assert type(f(1)) is int and f(1) == 2", "assert isinstance(f(1), int)"]),
+    # a class that declares itself a Mapping (registered in the judge) and lies about its items
+    ("from collections.abc import Mapping\nclass M(Mapping):\n    __getitem__ = lambda s, k: 2\n"
+     "    __iter__ = lambda s: iter(['a'])\n    __len__ = lambda s: 1\n    __eq__ = lambda *a: True\n"
+     "def f(x): return M()", ["assert f(1) == {'a': 2}", "assert f(1) == 2"]),
+    # a generator whose items lie: compared in the judge, item by item
+    ("class X:\n    __eq__ = lambda *a: True\ndef f(x):\n    yield X()", ["assert list(f(1)) == [2]",
+                                                                    "assert next(f(1)) == 2"]),
 ], ids=["class-entry", "hash-key", "index-len", "str-subclass", "list-of-liars", "numpy-object-array",
         "patched-setup-class", "callback-internals", "lent-generator-frame", "exit-on-raises-test",
-        "hang-on-raises-test", "swallowing-context-manager", "stdout-and-exit"])
+        "hang-on-raises-test", "swallowing-context-manager", "stdout-and-exit", "class-named-int",
+        "lying-mapping", "generator-of-liars"])
 def test_lying_objects_and_escapes_score_zero(program: str, tests: list[str]) -> None:
     setup = ("class Box:\n    def __init__(self, v):\n        self.v = v\n    def __eq__(self, o):\n"
              "        return self.v == o.v")

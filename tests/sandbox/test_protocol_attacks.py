@@ -98,6 +98,12 @@ DECODER_ATTACKS = {
     "range-with-floats": _compound(b"r", _encode(0.5), _encode(1), _encode(1)),
     "exception-not-an-exception-class": _compound(b"X", _encode(Ref("h", (0, "X", ""))), _encode(""),
                                                   _encode(()), _encode({})),
+    "program-class-name-not-text": _encode(Ref("c", (0, 5, "A", "", ()))),
+    "program-class-name-too-long": _encode(Ref("c", (0, "A" * 300, "A", "", ()))),
+    "program-class-abcs-not-a-tuple": _encode(Ref("c", (0, "A", "A", "", "Mapping"))),
+    "instance-of-a-class-that-is-not-a-program-class": _encode(Ref("h", (1, "A", "", "posix.system"))),
+    "instance-of-a-handle": _compound(b"R", _encode("h"), _compound(
+        b"t", _encode(1), _encode("A"), _encode(""), _encode(Ref("h", (0, "type", ""))))),
 }
 
 
@@ -123,6 +129,22 @@ def test_a_twenty_byte_frame_cannot_make_the_decoder_allocate() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20
+
+
+def test_a_program_class_is_a_fresh_class_of_the_judge_from_its_names_only() -> None:
+    """A program's class arrives as a class the judge makes (name and qualified name as data, no attribute, method
+    or base of the program's); the ABCs it declares are looked up in the fixed table only."""
+    import collections.abc
+    import sys
+
+    before = set(sys.modules)
+    cls = _judge_decode(_encode(Ref("c", (3, "Point", "Point", "", ("Mapping", "os.system", "__import__", 7)))))
+    assert isinstance(cls, type) and cls.__name__ == "Point" and cls.__module__ == "solution"
+    assert issubclass(cls, collections.abc.Mapping) and not issubclass(cls, dict)
+    assert set(vars(cls)) <= {"__slots__", "__module__", "__doc__", "_sbx_class_hid", "_sbx_class_conn"}
+    assert set(sys.modules) == before
+    with pytest.raises(TypeError):  # a test subclassing it would make instances that are not the program's
+        type(cls)("Sub", (cls,), {})
 
 
 def test_exception_attributes_land_on_a_fresh_instance_only() -> None:

@@ -190,7 +190,7 @@ class Slot:
         """Fork a job's program and (unless it is a stdin test) its judge; report at once if either cannot start."""
         t = self.t
         # the first pytest file: pytest warm from here on
-        if desc.get("scratch") and pytest_run.preload():
+        if desc.get("pytest") and pytest_run.preload():
             gc.collect(1)
             gc.freeze()
         # the kernel moved us (CPU offline, cpuset)

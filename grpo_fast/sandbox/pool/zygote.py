@@ -144,11 +144,13 @@ class Zygote:
             job.out[fd] = bytearray()
         keys = ("setup", "tests", "timeout", "expose", "trusted", "pytest")  # never the program's source
         fields = {k: spec.get(k) for k in keys}
-        payload = marshal.dumps({**fields, "compiled": self._compiled(fields)})  # to the judge (trusted)
+        compiled = self._compiled(fields)
+        payload = marshal.dumps({**fields, "compiled": compiled})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
         desc = {"op": "run", "id": spec["id"], "uid": self._next_uid(), "timeout": spec["timeout"],
                 "memory_mb": spec["memory_mb"], "packages": spec.get("packages", True),
-                "scratch": bool(spec.get("pytest")),  # a pytest judge gets a working directory (sandbox.scratch)
+                # a pytest judge, or one whose asserts use files, gets a working directory (sandbox.scratch)
+                "scratch": bool(spec.get("pytest") or compiled.get("files")), "pytest": bool(spec.get("pytest")),
                 "preload": ["numpy"] if _NUMPY.search(spec.get("source") or "") else []}
         self._to_forker(slot, desc, [program_end.fileno(), out_w, err_w, load, judge_end.fileno(), theirs.fileno()])
         for fd in (out_w, err_w, load):

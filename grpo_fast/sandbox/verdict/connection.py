@@ -8,30 +8,37 @@ lent it -- only what each kind of object allows.
 
 from __future__ import annotations
 
-import importlib
 import operator
+import re
 import sys
 import types
 import warnings
 from typing import Any
 
 from . import decoder, mutables, wire
+from .abcs import CONTAINER_ABCS
 from .channel import Channel
+from .classes import MAX_CLASSES, RemoteClass, class_handle, program_class
+from .iteration import ProgramStopped, as_generator
 from .mutables import Shared
-from .proxy import Remote, RemoteValue, awaited, handle_of
+from .names import ProgramModule, own_module, setup_instance, setup_object
+from .proxy import Remote, RemoteValue, awaited, handle_of, new_proxy
+from .scratch import Scratch
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Plain, Ref, Stream, WireError
 
 _NO_CALL_EXTRAS = ((), "", "", ())  # a call reply's changes, output, errors and warnings when it leaves them out
 _SHOW_WARNING = warnings._showwarnmsg_impl  # noqa: SLF001 - replaced while a test records warnings
-IMPORTABLE_PACKAGES = frozenset({"numpy"})  # besides the standard library, what a test may name without importing
-_NO_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
-                        "tkinter", "webbrowser", "pydoc", "ensurepip", "venv", "lib2to3", "test", "__main__"})
-_OWN_PACKAGE = __name__.split(".")[0]  # "grpo_fast_sandbox" in the zygote, "grpo_fast" when imported normally
+
+
 class Connection:
     """The judge's end of one job: requests, proxies, exception classes, and objects lent to the candidate."""
 
-    def __init__(self, sock: Any, deadline: float) -> None:
+    def __init__(self, sock: Any, deadline: float, shared_workdir: bool = False) -> None:
         self.proxies: dict[int, Remote] = {}
+        self.classes: dict[int, RemoteClass] = {}  # the judge's classes for the program's (``classes``)
+        self.generators: dict[int, Any] = {}  # the program's generators as the judge's (``iteration``), kept for
+        self.generator_hids: dict[int, int] = {}  # the job: never closed by a finalizer, mid-request
+        self.steps = False  # the job's tests send into or throw into generators: they are stepped one item at a time
         self.exc_classes: dict[int, type] = {}
         self.exc_hids: dict[int, int] = {}
         self.local: list[Any] = []
@@ -39,6 +46,9 @@ class Connection:
         self.dead = ""  # why the candidate can no longer answer ("timeout", "candidate process lost ...")
         self.shared = Shared()
         self.rule = ""  # set when the operator rule kept a plain value from the program during the current test
+        self.scratch = Scratch() if Scratch.usable() and not shared_workdir else None
+        self.files_shared = shared_workdir or self.scratch is not None  # one directory, or two kept in step
+        self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         stream = Stream(sock, max_frame=wire.MAX_FRAME)
         stream.deadline = deadline
         self.channel = Channel(stream, self.dumps, self.loads, self.serve)
@@ -58,7 +68,8 @@ class Connection:
         try:
             return self.channel.request(op, *args)
         except (StopIteration, StopAsyncIteration) as exc:  # PEP 479: the program's never ends the test's loop
-            raise RuntimeError(f"the program raised {type(exc).__name__}") from None
+            value = exc.args[0] if isinstance(exc, StopIteration) and exc.args else None  # a generator's return
+            raise ProgramStopped(type(exc).__name__, value) from None
         except Lost as err:
             self.dead = self.dead or f"candidate process lost ({err})"
             raise
@@ -67,6 +78,20 @@ class Connection:
             raise
 
     def call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
+        """A call into the program; while the running test uses files, the files either side wrote since the
+        last call cross first and after (``scratch``), as if both worked in one directory."""
+        files = self.files and self.scratch is not None
+        if files:
+            written = self.scratch.changed()
+            if written:
+                self.request("state", {"files": written})
+        try:
+            return self._call(fn, args, kwargs)
+        finally:
+            if files and not self.dead:
+                self.scratch.apply(self.request("files"))
+
+    def _call(self, fn: Remote, args: tuple, kwargs: dict) -> Any:
         updates = self.shared.changes()  # what the test changed in containers the program holds copies of
         # the keyword dict itself is never the program's (a call unpacks it into a new one); its values may be
         new = [(idx, m) for m in mutables.find((args, tuple(kwargs.values())))
@@ -75,7 +100,7 @@ class Connection:
                    warnings._showwarnmsg_impl is not _SHOW_WARNING)  # noqa: SLF001 - the test records warnings
         # A plain function's arguments are kept in step for its call only (functions rarely keep them, and every
         # tracked container is compared at every call); a class, a method or another callable may keep them.
-        keep = object.__getattribute__(fn, "_sbx_kind") != "function"
+        keep = not isinstance(fn, Remote) or object.__getattribute__(fn, "_sbx_kind") != "function"
         if new or updates or any(capture):
             reply = self.request("call", fn, args, kwargs, new, updates, capture, keep)
         else:  # the common case, in its short form: nothing to track, nothing captured
@@ -99,7 +124,8 @@ class Connection:
     def next_items(self, it: Remote, n: int) -> tuple[list, bool, BaseException | None]:
         capture = (sys.stdout is not sys.__stdout__, sys.stderr is not sys.__stderr__)
         reply = self.request("next", it, n, capture)
-        if type(reply) is not tuple or len(reply) != 5 or type(reply[0]) is not list or type(reply[1]) is not bool:
+        if type(reply) is not tuple or len(reply) not in (5, 6) or type(reply[0]) is not list \
+                or type(reply[1]) is not bool:
             raise TypeError("malformed iterator reply")
         for wanted, text, stream in ((capture[0], reply[3], sys.stdout), (capture[1], reply[4], sys.stderr)):
             if wanted and type(text) is str and text:
@@ -107,6 +133,8 @@ class Connection:
         exc = reply[2] if isinstance(reply[2], BaseException) else None
         if isinstance(exc, (StopIteration, StopAsyncIteration)):
             exc = RuntimeError("the program's iterator raised StopIteration")
+        if len(reply) == 6 and reply[1] and exc is None:  # a generator's return value, for ``yield from``
+            exc = StopIteration(reply[5])
         return reply[0], reply[1], exc
 
     # -- decoding: the candidate's replies; data is rebuilt by ``wire``, references mean what this side says
@@ -114,8 +142,12 @@ class Connection:
         return decoder.decode(data, self.on_ref)
 
     def on_ref(self, kind: str, f: tuple) -> Any:  # noqa: C901 - one branch per kind of reference
-        if kind == "h" and len(f) == 3 and _handle(f[0]) and type(f[1]) is str and type(f[2]) is str:
-            return self.proxy(f[0], f[1], f[2])
+        if kind == "h" and len(f) in (3, 4) and _handle(f[0]) and type(f[1]) is str and type(f[2]) is str \
+                and (len(f) == 3 or isinstance(f[3], RemoteClass)):
+            return self.proxy(f[0], f[1], f[2], f[3] if len(f) == 4 else None)
+        if kind == "c" and len(f) == 5 and _handle(f[0]) and all(type(x) is str and len(x) <= wire.MAX_NAME
+                                                                  for x in f[1:4]) and type(f[4]) is tuple:
+            return self.program_class(*f)
         if kind == "j" and len(f) == 1 and type(f[0]) is int and 0 <= f[0] < len(self.local):
             return self.local[f[0]]
         if kind == "e" and len(f) == 1 and wire.builtin_exception(f[0]) is not None:
@@ -134,13 +166,44 @@ class Connection:
             return setup_instance(f[0], f[1])
         raise WireError(f"reference {kind!r} not accepted")
 
-    def proxy(self, hid: int, kind: str, base: str = "") -> Remote:
+    def proxy(self, hid: int, kind: str, base: str = "", cls: RemoteClass | None = None) -> Any:
+        """The one proxy of program object ``hid``: an instance of ``cls``, the judge's class for its program
+        class, where that fits its builtin base."""
+        if kind == "generator" and cls is None:  # the program's generator as one of the judge's, one per generator
+            gen = self.generators.get(hid)
+            if gen is None:
+                gen = self.generators[hid] = as_generator(self.proxy(hid, "generator*"), self)
+                self.generator_hids[id(gen)] = hid
+            return gen
         p = self.proxies.get(hid)
         if p is None:
+            if hid in self.classes:
+                return self.classes[hid]
             t = wire.builtin_base_named(base)
-            cls = Remote if t is None else RemoteValue
-            p = self.proxies[hid] = cls.make(self, hid, kind[:100], t)
+            fits = cls is not None and (t is None) != issubclass(cls, RemoteValue)
+            klass = cls if fits else Remote if t is None else RemoteValue
+            p = self.proxies[hid] = new_proxy(klass, self, hid, kind[:100], t)
         return p
+
+    def proxy_named(self, text: str) -> bool:
+        """``text`` (an error message) names the class of a proxy: ``Remote``, or the judge's class for one of
+        the program's."""
+        names = {"Remote", "RemoteValue", *(type.__getattribute__(c, "__name__") for c in self.classes.values())}
+        return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
+
+    def program_class(self, hid: int, name: str, qualname: str, base: str, abcs: tuple) -> Any:
+        """The judge's class standing for the program's class ``hid`` (``classes.program_class``), one per class,
+        registered under the container ABCs (from the fixed table) the program's class declares."""
+        cls = self.classes.get(hid)
+        if cls is None:
+            if len(self.classes) >= MAX_CLASSES or hid in self.proxies:
+                return self.proxy(hid, "type")
+            value = wire.builtin_base_named(base) is not None
+            cls = self.classes[hid] = program_class(self, hid, name, qualname, RemoteValue if value else Remote)
+            for abc in (CONTAINER_ABCS.get(a) if type(a) is str else None for a in abcs[:len(CONTAINER_ABCS)]):
+                if abc is not None:
+                    abc.register(cls)
+        return cls
 
     def exc_class(self, hid: int, qualname: str, bases: tuple, module: str) -> type:
         """The candidate's exception class as a class of the judge's: a standard library one is the judge's own
@@ -165,6 +228,10 @@ class Connection:
     def hook(self, obj: Any, by_handle: bool) -> Ref | Plain:
         if isinstance(obj, Remote):
             return Ref("h", (handle_of(obj),))
+        if isinstance(obj, RemoteClass):
+            return Ref("h", (class_handle(obj),))
+        if type(obj) is types.GeneratorType and id(obj) in self.generator_hids:
+            return Ref("h", (self.generator_hids[id(obj)],))
         if by_handle:
             return Ref("j", (self.lend(obj),))
         if isinstance(obj, type):
@@ -216,7 +283,21 @@ _CALLBACKS: dict[str, Any] = {
     "call": lambda f, a, k: f(*a, **k), "getattr": getattr, "setattr": setattr, "iter": iter, "next": next,
     "len": len, "getitem": operator.getitem, "setitem": operator.setitem, "contains": lambda o, x: x in o,
     "bool": bool, "repr": repr, "str": str, "hash": hash, "cmp": lambda o, name, x: _COMPARE[name](o, x),
+    "await": lambda coro: _driven(coro),
 }
+
+
+def _driven(coro: Any) -> Any:
+    """A coroutine of the test's that the program awaits, run here to its end. It may ``await asyncio.sleep(0)``
+    or other coroutines; one that waits on the event loop (a real sleep, a future) cannot be driven from inside
+    a request, and says so."""
+    try:
+        while True:
+            if coro.send(None) is not None:
+                coro.close()
+                raise RuntimeError("a test's coroutine awaited by the program may not wait on the event loop")
+    except StopIteration as stop:
+        return stop.value
 
 
 _METADATA = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # what functools.wraps reads
@@ -232,6 +313,8 @@ def _allowed(target: Any, op: str, args: tuple) -> bool:
         return callable(target) and type(args[1]) is tuple and type(args[2]) is dict
     if op in ("iter", "next"):
         return True
+    if op == "await":
+        return type(target) is types.CoroutineType
     name = args[1] if len(args) > 1 else None
     if op == "getattr" and name in _METADATA and callable(target):
         return True
@@ -255,7 +338,7 @@ def _handle(x: Any) -> bool:
 
 
 def _is_remote(t: type) -> bool:
-    return issubclass(t, Remote)
+    return issubclass(t, (Remote, RemoteClass))
 
 
 def _lookup(module: str, qualname: str) -> Any:
@@ -265,87 +348,3 @@ def _lookup(module: str, qualname: str) -> Any:
             return None
         obj = getattr(obj, part, None)
     return obj
-
-
-def importable(name: str) -> bool:
-    """A module a test may get without importing it: the standard library (a few with side effects excepted)
-    and ``IMPORTABLE_PACKAGES``; never this sandbox, the program or the test module, and no private or
-    ``__main__`` part (``unittest.__main__`` runs the test runner when imported)."""
-    parts = name.split(".")
-    top = parts[0]
-    return all(p.isidentifier() and not p.startswith("_") for p in parts) and top not in _NO_IMPORT \
-        and top != _OWN_PACKAGE and (top in sys.stdlib_module_names or top in IMPORTABLE_PACKAGES)
-
-
-def own_module(name: str) -> types.ModuleType | None:
-    """The judge's own import of module ``name`` (see ``importable``), else None."""
-    if not importable(name):
-        return None
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - an unimportable name is simply not resolved
-        return None
-
-
-def setup_object(name: str) -> Any:
-    """A top-level class or function of the judge's copy of the dataset's setup code, by its exact name."""
-    mod = sys.modules.get(SETUP_MODULE)
-    obj = vars(mod).get(name) if mod is not None and name.isidentifier() else None
-    ok = isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == SETUP_MODULE
-    return obj if ok else None
-
-
-def setup_instance(name: Any, attrs: dict) -> Any:
-    """A fresh instance of a class of the setup code, with the candidate's attribute values (data).
-
-    The trusted class stays the test's: an attribute may not hide anything the class (or a base) defines other
-    than a plain data default (a method, property, classmethod, any descriptor or callable), nor be a dunder."""
-    cls = setup_object(name) if type(name) is str else None
-    if not isinstance(cls, type) or not all(type(k) is str and k.isidentifier() and not k.startswith("__")
-                                            and not _class_defines(cls, k) for k in attrs):
-        raise WireError("not an instance of a setup class")
-    obj = cls.__new__(cls)
-    vars(obj).update(attrs)
-    return obj
-
-
-def _class_defines(cls: type, name: str) -> bool:
-    """``name`` is behaviour of ``cls``: found in a class of its MRO as something other than plain data."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            value = vars(klass)[name]
-            return callable(value) or hasattr(type(value), "__get__") or hasattr(type(value), "__set__")
-    return False
-
-
-class ProgramModule(types.ModuleType):
-    """What a test gets for a module of the program's that the judge cannot import itself: no module at all
-    (the program's copy may be patched), with a message that says so."""
-
-    def __getattr__(self, attr: str) -> Any:
-        raise AttributeError(f"module {self.__name__!r} is the program's: a test gets only the judge's own "
-                             f"imports (the standard library, {', '.join(sorted(IMPORTABLE_PACKAGES))})")
-
-
-# Usual aliases of modules: under one of these names a test gets the judge's own import of that module, or (a
-# module it cannot import) only a module the program bound there, never any other object of the program's.
-MODULE_ALIASES = {"np": "numpy", "pd": "pandas", "plt": "matplotlib.pyplot", "mpl": "matplotlib", "sp": "scipy",
-                  "nx": "networkx", "tf": "tensorflow", "sns": "seaborn", "sk": "sklearn", "sym": "sympy",
-                  "npt": "numpy.typing", "la": "numpy.linalg", "LA": "numpy.linalg", "npr": "numpy.random",
-                  "dt": "datetime", "it": "itertools", "ft": "functools", "op": "operator", "mp": "multiprocessing",
-                  "st": "statistics", "cs": "collections", "coll": "collections", "rnd": "random", "rand": "random"}
-
-
-def module_for_test(name: str, used_as_modules: frozenset[str]) -> types.ModuleType | None:
-    """The judge's own import for a name a test uses as a module (``name.attr``) or a module's usual alias."""
-    if name in used_as_modules:
-        return own_module(name)
-    return own_module(MODULE_ALIASES[name]) if name in MODULE_ALIASES else None
-
-
-def name_for_test(name: str, value: Any, used_as_modules: frozenset[str]) -> Any:
-    """The program's value for a test's name, unless the name is a module's (used as one, or a usual alias) and the
-    value is not a module: then the name is not resolved (KeyError)."""
-    if (name in used_as_modules or name in MODULE_ALIASES) and not isinstance(value, types.ModuleType):
-        raise KeyError(name)
-    return value

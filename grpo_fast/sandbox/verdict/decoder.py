@@ -188,9 +188,12 @@ class _Decoder:
         if code in (0x6E, 0x67):  # n g
             return _numpy(code, v), False
         if code == 0x58:  # X
-            if len(v) != 4 or type(v[1]) is not str or type(v[2]) is not tuple or type(v[3]) is not dict:
+            if len(v) not in (4, 5) or type(v[1]) is not str or type(v[2]) is not tuple or type(v[3]) is not dict:
                 raise WireError("bad exception")
-            return self.on_exception(v[0], v[1], v[2], v[3]), has_ref
+            exc = self.on_exception(v[0], v[1], v[2], v[3])
+            if len(v) == 5 and isinstance(v[4], BaseException):  # ``raise ... from err``: the cause, as received
+                exc.__cause__ = v[4]
+            return exc, has_ref
         if code == 0x50:  # P
             if len(v) != 3 or type(v[1]) is not tuple or type(v[2]) is not tuple or len(v[1]) != len(v[2]):
                 raise WireError("bad namedtuple")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import _signal
 import ast
 import builtins
+import errno
 import marshal
 import os
 import re
@@ -24,7 +25,8 @@ import types
 from typing import Any
 
 from . import pytest_run
-from .connection import IMPORTABLE_PACKAGES, Connection, importable, module_for_test, name_for_test
+from .connection import Connection
+from .names import IMPORTABLE_PACKAGES, importable, module_for_test, name_for_test
 from .shared_state import SharedState
 from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
 
@@ -157,7 +159,34 @@ def compile_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - unusable: the tests fall back to the program's names
         trusted = None
     return {"setup": setup, "tests": codes, "trusted": trusted,
-            "modules": sorted(module_names([*tests, job.get("trusted") or ""]))}
+            "modules": sorted(module_names([*tests, job.get("trusted") or ""])), "files": uses_files(codes),
+            "steps": any(not {"send", "throw"}.isdisjoint(pytest_run.code_names(c, set())) for c in codes)}
+
+
+_DATACLASS_FUNCTIONS = frozenset({"asdict", "astuple", "fields", "replace", "is_dataclass"})
+_PROTOCOL_ERRORS = ("interpreted as an integer", "indices must be integers", "bytes-like object is required")
+
+
+def outside_rule(err: BaseException, code: types.CodeType, conn: Connection) -> str:
+    """Why a failed test fails outside the design, where the judge's own code (not the operator rule) met a
+    program object it cannot treat as in one interpreter; else ''. Each is in docs/sandbox.md, "Outside the design"."""
+    if isinstance(err, OSError) and ((conn.files and not conn.files_shared) or err.errno == errno.EROFS):
+        return "the test's files: this judge has no working directory kept in step with the program's"
+    if isinstance(err, TypeError) and any(text in str(err) for text in _PROTOCOL_ERRORS) and conn.proxy_named(str(err)):
+        return "a program object where the judge's code needs __index__ or a buffer, never asked of a program"
+    names = pytest_run.code_names(code, set())
+    if ("__mro__" in names or "mro" in names) and conn.classes:
+        return "a program class's __mro__ is that of the judge's stand-in for it"
+    if "dataclasses" in names and not _DATACLASS_FUNCTIONS.isdisjoint(names):
+        return "dataclasses' functions on a program's dataclass instance (the judge holds a proxy of it)"
+    return ""
+
+
+def uses_files(codes: list[types.CodeType]) -> list[int]:
+    """The tests that use files (``open``, ``write_text``, ``mkdtemp``...: ``pytest_run.FILE_NAMES``): while
+    one runs, the judge's and the program's working directories are kept in step at each call (``scratch``)."""
+    return [i for i, code in enumerate(codes)
+            if not pytest_run.FILE_NAMES.isdisjoint(pytest_run.code_names(code, set()))]
 
 
 def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool = False) -> dict[str, Any]:
@@ -167,7 +196,7 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
     n = len([t for t in job.get("tests") or [] if isinstance(t, str)])
     out: dict[str, Any] = {"passed": [False] * n, "n": n, "status": "ok", "error": "", "failures": [""] * n}
     deadline = time.monotonic() + float(job["timeout"])
-    conn = SharedState(sock, deadline, shared_workdir) if job.get("pytest") else Connection(sock, deadline)
+    conn = (SharedState if job.get("pytest") else Connection)(sock, deadline, shared_workdir)
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout"]))
     setup_mod = types.ModuleType(SETUP_MODULE)
     sys.modules[SETUP_MODULE] = setup_mod
@@ -208,11 +237,13 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
                 tns.pop(name, None)
         if job.get("pytest"):
             return _pytest_verdict(out, compiled["tests"][0], tns, conn)
+        with_files = frozenset(compiled.get("files") or ())
+        conn.steps = bool(compiled.get("steps"))
         for i, code in enumerate(compiled["tests"]):
             if conn.dead:
                 out["failures"][i] = f"not run: {conn.dead}"
                 continue
-            conn.rule = ""
+            conn.rule, conn.files = "", i in with_files
             try:
                 exec(code, tns)  # noqa: S102 - the dataset's test
                 ok, why = True, ""
@@ -220,6 +251,9 @@ def run_job(job: dict[str, Any], sock: int | socket.socket, shared_workdir: bool
                 conn.dead, ok, why = "timeout", False, "timeout"
             except BaseException as err:  # noqa: BLE001 - any exception fails the test
                 ok, why = False, describe(err)
+                rule = outside_rule(err, code, conn)
+                if rule:
+                    conn.note(rule)
             if conn.dead and ok:  # the candidate died or hung inside this test: never a pass
                 ok, why = False, conn.dead
             if not ok and conn.rule:  # visible, never a silent zero: see "Outside the design" in docs/sandbox.md

@@ -97,6 +97,11 @@ class Judged:
     def __hash__(self) -> int:
         return self._sbx("hash")
 
+    def __await__(self) -> Any:
+        """A coroutine of the test's, awaited by the program: the judge runs it to its end (``connection``)."""
+        return self._sbx("await")
+        yield  # a generator: ``await`` takes its return value
+
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Judged, f"__{_name}__", lambda self, other, _n=_name: self._sbx("cmp", _n, other))

@@ -27,14 +27,21 @@ class ProgramState:
         out, self.records[:] = self.records[:1000], []
         return out
 
-    def anext(self, agen: Any) -> tuple[bool, Any]:
-        """One step of an async generator, in an event loop kept for the job (a loop per step would close it)."""
+    def run(self, aw: Any) -> Any:
+        """Await ``aw`` to its end in an event loop kept for the job: what one await of the test starts (a task,
+        a queue bound to the loop) is still there at its next, as in the test's own ``asyncio.run``."""
         import asyncio  # noqa: PLC0415 - only for a program using it
 
+        async def main() -> Any:
+            return await aw
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
+        return self.loop.run_until_complete(main())
+
+    def anext(self, agen: Any) -> tuple[bool, Any]:
+        """One step of an async generator, in the job's event loop (a loop per step would close it)."""
         try:
-            return False, self.loop.run_until_complete(agen.__anext__())
+            return False, self.run(agen.__anext__())
         except StopAsyncIteration:
             return True, None
 

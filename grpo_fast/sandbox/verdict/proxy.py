@@ -17,9 +17,12 @@ result of the program's choosing. The program's answer to a conversion must be t
 
 from __future__ import annotations
 
-import collections
 import operator
+import sys
 from typing import Any, Protocol
+
+from .iteration import Batched, anext_of, buffer_of
+from .wire import ASYNC_FUNCTION
 
 
 class Connection(Protocol):
@@ -49,14 +52,6 @@ class Remote:
 
     __slots__ = ("_sbx_conn", "_sbx_hid", "_sbx_kind", "_sbx_buf", "__weakref__")
 
-    @classmethod
-    def make(cls, conn: Connection, hid: int, kind: str, base: type | None = None) -> Remote:
-        self = object.__new__(cls)
-        for name, value in (("_sbx_conn", conn), ("_sbx_hid", hid), ("_sbx_kind", kind), ("_sbx_base", base)):
-            if value is not None:
-                object.__setattr__(self, name, value)
-        return self
-
     def _sbx(self, op: str, *args: Any) -> Any:
         return self._sbx_conn.request(op, self, *args)
 
@@ -72,6 +67,10 @@ class Remote:
     def __getattr__(self, name: str) -> Any:
         if not forwarded_name(name):  # numpy's __array_interface__, __array_wrap__...: never the program's answer
             raise AttributeError(name)
+        if name == "_is_coroutine" and self._sbx_kind == ASYNC_FUNCTION:  # asyncio.iscoroutinefunction's mark
+            coroutines = sys.modules.get("asyncio.coroutines")
+            if coroutines is not None:
+                return getattr(coroutines, "_is_coroutine", None)
         return self._sbx("getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -116,6 +115,9 @@ class Remote:
         return Batched(it) if isinstance(it, Remote) else iter(it)
 
     def __next__(self) -> Any:
+        buf = buffer_of(self)  # items a loop over this iterator fetched ahead and did not take
+        if buf:
+            return buf.popleft()
         items, done, exc = self._sbx_conn.next_items(self, 1)
         if items:
             return items[0]
@@ -124,7 +126,23 @@ class Remote:
         raise StopIteration
 
     def __reversed__(self) -> Any:
-        return self._sbx("unary", "reversed")
+        return self._sbx_conn.request("unary", "reversed", self)
+
+    def __aiter__(self) -> Remote:
+        return self
+
+    def __anext__(self) -> Any:
+        return anext_of(self)
+
+    async def __aenter__(self) -> Any:
+        return await self._sbx("method", "__aenter__", (), {})
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        """As ``__exit__``: the exception's class only, and no suppression."""
+        asked = await self._sbx("method", "__aexit__", (kind, None, None), {})
+        if kind is not None and issubclass(kind, Exception) and not issubclass(kind, AssertionError) and asked:
+            self._sbx_conn.note("a program's context manager cannot suppress an exception raised in the test")
+        return False
 
     def __contains__(self, item: Any) -> bool:
         if isinstance(item, Remote):
@@ -279,27 +297,14 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(RemoteValue, f"__{_name}__", _value_compare(_name))
 
 
-class Batched:
-    """Iterator over a candidate iterator that fetches growing batches (1, 2, 4 ... 64 items per request)."""
-
-    def __init__(self, it: Remote) -> None:
-        self.it, self.buf, self.n, self.done, self.exc = it, collections.deque(), 1, False, None
-
-    def __iter__(self) -> Batched:
-        return self
-
-    def __next__(self) -> Any:
-        if not self.buf and not self.done and self.exc is None:
-            items, self.done, self.exc = self.it._sbx_conn.next_items(self.it, self.n)
-            self.buf.extend(items)
-            self.n = min(self.n * 2, 64)
-        if self.buf:
-            return self.buf.popleft()
-        if self.exc is not None:
-            exc, self.exc = self.exc, None
-            self.done = True
-            raise exc
-        raise StopIteration
+def new_proxy(cls: type, conn: Connection, hid: int, kind: str, base: type | None = None) -> Remote:
+    """A proxy of class ``cls`` (``Remote``, ``RemoteValue`` or a program class's stand-in) for handle ``hid``.
+    A function, not a method: a method's name would hide the program's attribute of the same name."""
+    self = object.__new__(cls)
+    for name, value in (("_sbx_conn", conn), ("_sbx_hid", hid), ("_sbx_kind", kind), ("_sbx_base", base)):
+        if value is not None:
+            object.__setattr__(self, name, value)
+    return self
 
 
 def handle_of(p: Remote) -> int:

@@ -203,7 +203,7 @@ class Verdicts:
             self.conn.files = _uses_files(item)
             self.conn.logs = _reads_logs(item)
             code = getattr(getattr(item, "function", None), "__code__", None)
-            self.conn.steps = code is not None and not {"send", "throw"}.isdisjoint(_names(code, set()))
+            self.conn.steps = code is not None and not {"send", "throw"}.isdisjoint(code_names(code, set()))
 
     def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
         self.items[item.nodeid] = item
@@ -251,11 +251,12 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "error"
 
 
-def _names(code: Any, seen: set[str]) -> set[str]:
+def code_names(code: Any, seen: set[str]) -> set[str]:
+    """Every name a code object and the code nested in it use (``co_names``)."""
     seen.update(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            _names(const, seen)
+            code_names(const, seen)
     return seen
 
 
@@ -269,14 +270,14 @@ def _reads_logs(item: Any) -> bool:
     if "caplog" in getattr(item, "fixturenames", ()):
         return True
     code = getattr(getattr(item, "function", None), "__code__", None)
-    return code is not None and not {"assertLogs", "assertNoLogs"}.isdisjoint(_names(code, set()))
+    return code is not None and not {"assertLogs", "assertNoLogs"}.isdisjoint(code_names(code, set()))
 
 
 def _uses_files(item: Any) -> bool:
     if FILE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
         return True
     code = getattr(getattr(item, "function", None), "__code__", None)
-    return code is not None and not FILE_NAMES.isdisjoint(_names(code, set()))
+    return code is not None and not FILE_NAMES.isdisjoint(code_names(code, set()))
 
 
 def _outside(item: Any, shared_files: bool) -> str:
@@ -290,7 +291,7 @@ def _outside(item: Any, shared_files: bool) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
         return ""
-    names = _names(code, set())
+    names = code_names(code, set())
     return next((OUTSIDE_NAMES[n] for n in sorted(names) if n in OUTSIDE_NAMES
                  and not (shared_files and n in FILE_NAMES)), "")
 

@@ -22,22 +22,12 @@ from typing import Any
 
 from . import decoder, wire
 from .channel import LOAD, Channel
+from .exports import Exports, Handle, by_hook
 from .lent import IN_PLACE, Judged, put_back
 from .mutables import Shared
 from .program_state import ProgramState
 from .script import exit_builtins, flush, read_all, source_module
-from .wire import SETUP_MODULE, SOLUTION_MODULE, Plain, Ref, Stream
-
-
-class Handle:
-    """A value the program sends by handle although it is data: a mutable container reached inside a program
-    object (``stack.items``: the test may change it in place), or a reply too large for one frame."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Stream
 
 _MISSING = object()
 _UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int,
@@ -50,12 +40,11 @@ _CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.
         "ge": operator.ge}
 
 
-class Runner:
-    """The candidate's objects by handle, and one method per request the judge may make."""
+class Runner(Exports):
+    """The candidate's objects by handle (``Exports``), and one method per request the judge may make."""
 
     def __init__(self, sock: int | socket.socket) -> None:
-        self.objs: list[Any] = []
-        self.ids: dict[int, int] = {}
+        super().__init__()
         self.judged: dict[int, Judged] = {}
         self.module: types.ModuleType | None = None
         self.shared = Shared()
@@ -64,56 +53,8 @@ class Runner:
         self.unsent = ("", "")  # what a call that raised had printed while the test captured its output
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
-    def export(self, obj: Any) -> int:
-        hid = self.ids.get(id(obj))
-        if hid is None:
-            hid = self.ids[id(obj)] = len(self.objs)
-            self.objs.append(obj)  # kept alive for the whole job, so ids are never reused
-        return hid
-
-    # -- encoding: what each candidate object becomes on the wire
-    def hook(self, obj: Any, by_handle: bool) -> Ref | Plain:  # noqa: C901 - one branch per kind of object
-        t = type(obj)
-        if t is Judged:
-            return Ref("j", (object.__getattribute__(obj, "_sbx_jid"),))
-        if t is Handle:
-            obj, t = obj.value, type(obj.value)
-            base = wire.builtin_base(t)
-            return Ref("h", (self.export(obj), t.__qualname__[:100], base.__name__ if base is not None else ""))
-        kind = t.__qualname__[:100]
-        if by_handle:
-            return Ref("h", (self.export(obj), kind, ""))
-        if isinstance(obj, type) and issubclass(obj, BaseException):
-            return self.exception_class(obj)
-        if t is types.CoroutineType:
-            return Ref("a", (self.export(obj), kind))
-        if t is types.ModuleType:
-            return Ref("m", (str(getattr(obj, "__name__", "")), self.export(obj)))
-        if t.__module__ == "numpy":  # object, string or record arrays and scalars: as Python data
-            if hasattr(obj, "tolist"):
-                return Plain(obj.tolist())
-        qual = getattr(obj, "__qualname__", None) if isinstance(obj, (type, types.FunctionType)) else None
-        if qual and getattr(obj, "__module__", None) == SETUP_MODULE and _setup_attr(qual) is obj:
-            return Ref("s", (qual, self.export(obj)))  # the dataset's own class or function: the judge's copy
-        if t.__module__ == SETUP_MODULE and _setup_attr(t.__qualname__) is t and wire.builtin_base(t) is None:
-            attrs = getattr(obj, "__dict__", None)
-            if type(attrs) is dict and all(type(k) is str for k in attrs):
-                return Ref("g", (t.__qualname__, dict(attrs)))  # an instance of the dataset's class: by value
-        base = wire.builtin_base(t)
-        return Ref("h", (self.export(obj), kind, base.__name__ if base is not None else ""))
-
-    def exception_class(self, cls: type) -> Ref:
-        if wire.builtin_exception(cls.__name__) is cls:
-            return Ref("e", (cls.__name__,))
-        bases = tuple(self.exception_class(b) for b in cls.__bases__ if issubclass(b, BaseException))
-        return Ref("x", (self.export(cls), cls.__qualname__[:200], bases, str(cls.__module__)[:200]))
-
-    def exception(self, exc: BaseException) -> tuple[Any, str, tuple, dict]:
-        _, message, args, attrs = wire.exception_fields(exc)
-        return self.exception_class(type(exc)), message, args, attrs
-
     def dumps(self, obj: Any) -> bytes:
-        return wire.Encoder(self.hook, _by_hook, self.exception).encode(obj)
+        return wire.Encoder(self.hook, by_hook, self.exception).encode(obj)
 
     def shrink(self, op: str, value: Any) -> Any:
         """A reply too large for a frame: its value stays here, the judge gets a handle (``len`` etc. still work)."""
@@ -254,14 +195,11 @@ class Runner:
         return self.state.anext(agen)
 
     def op_await(self, aw: Any) -> Any:
-        import asyncio  # noqa: PLC0415 - only for a program using it
-
-        async def main() -> Any:
-            return await aw
-        return asyncio.run(main())
+        return self.state.run(aw)
 
     def op_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
-        return getattr(obj, name)(*args, **kwargs)
+        value = getattr(obj, name)(*args, **kwargs)
+        return Handle(value) if name == "__enter__" and type(value) in IN_PLACE else value  # ``with f() as xs``
 
     def op_getattr(self, obj: Any, name: str) -> Any:
         value = getattr(obj, name)
@@ -319,16 +257,18 @@ class Runner:
             sys.stdout = out
         if capture[1]:
             sys.stderr = err
-        done, exc = False, None
+        done, exc, returned = False, None, None
         try:
             for _ in range(n):
                 items.append(next(it))
-        except StopIteration:
-            done = True
+        except StopIteration as stop:
+            done, returned = True, stop.value
         except Exception as e:  # noqa: BLE001 - delivered after the items already produced
             exc = e
         finally:
             sys.stdout, sys.stderr = saved
+        if returned is not None:  # a generator's return value (``yield from``, ``StopIteration.value``)
+            return items, done, exc, out.getvalue(), err.getvalue(), returned
         return items, done, exc, out.getvalue(), err.getvalue()
 
     def op_unary(self, name: str, obj: Any, *extra: Any) -> Any:
@@ -354,17 +294,6 @@ class Runner:
 
     def op_deepcopy(self, obj: Any) -> Any:
         return copy.deepcopy(obj)
-
-
-def _by_hook(t: type) -> bool:
-    """Judge objects, handles, and namedtuples (a program's namedtuple keeps its methods and class by handle)."""
-    return t is Judged or t is Handle or (t is not tuple and issubclass(t, tuple) and hasattr(t, "_fields"))
-
-
-def _setup_attr(qualname: str) -> Any:
-    """A top-level object of the setup module by name (the dataset's code, run on both sides)."""
-    mod = sys.modules.get(SETUP_MODULE)
-    return vars(mod).get(qualname) if mod is not None and "." not in qualname else None
 
 
 def _named(module: str, qualname: str) -> Any:

@@ -19,7 +19,6 @@ from typing import Any
 
 from .connection import Connection
 from .proxy import Remote
-from .scratch import Scratch
 from .wire import Deadline, Lost
 
 
@@ -27,25 +26,16 @@ class SharedState(Connection):
     """The judge's end of a pytest job: a ``Connection`` that brings the test's process state along on each call."""
 
     def __init__(self, sock: Any, deadline: float, shared_workdir: bool = False) -> None:
-        super().__init__(sock, deadline)
+        super().__init__(sock, deadline, shared_workdir)
         self.env = dict(os.environ)
         self.random = random.getstate()
         self.input, self.stdin = builtins.input, sys.stdin
         self.own_input, self.own_stdin = builtins.input, sys.stdin
         self.random_shared = False  # once the test has changed the generator, it follows the program's draws
-        self.scratch = Scratch() if Scratch.usable() and not shared_workdir else None
-        self.files_shared = shared_workdir or self.scratch is not None  # one directory, or two kept in step
-        self.files = False  # the running test uses files: the working directories are kept in step (``scratch``)
         self.logs = False  # the running test reads log records: the program's come back into the test's logging
-        self.steps = False  # the running test sends into generators: theirs are stepped one item at a time
 
     def call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         changes = self.changes()
-        files = self.files and self.scratch is not None
-        if files:
-            written = self.scratch.changed()
-            if written:
-                changes["files"] = written
         if self.logs:
             changes["logs"] = _levels()
         if changes:
@@ -53,8 +43,6 @@ class SharedState(Connection):
         try:
             result = super().call(fn, args, kwargs)
             kind = object.__getattribute__(result, "_sbx_kind") if isinstance(result, Remote) else ""
-            if kind == "generator":
-                return _stepped(result) if self.steps else _generator(result)
             if kind == "async_generator":
                 return _async_generator(self, result)
             return result
@@ -68,8 +56,6 @@ class SharedState(Connection):
                             stream.write(text)
             raise
         finally:
-            if files and not self.dead:
-                self.scratch.apply(self.request("files"))
             if self.logs and not self.dead:
                 _relog(self.request("logged"))
             if self.random_shared and not self.dead:
@@ -106,12 +92,6 @@ class SharedState(Connection):
         return out
 
 
-def _generator(remote: Any) -> Any:
-    """The program's generator as a generator of the test's process (``types.GeneratorType``,
-    ``inspect.isgenerator``, ``type(g).__name__``), each step, ``send`` and ``close`` passed to the program's."""
-    return (yield from remote)
-
-
 async def _async_generator(conn: Connection, remote: Any) -> Any:
     """The program's async generator as one of the test's process (``async for``): each step runs in the
     program's own event loop, the item comes back as any reply does."""
@@ -120,28 +100,6 @@ async def _async_generator(conn: Connection, remote: Any) -> Any:
         if type(reply) is not tuple or len(reply) != 2 or reply[0] is not False:
             return
         yield reply[1]
-
-
-def _stepped(remote: Any) -> Any:
-    """``_generator`` one step at a time, with ``send``/``throw`` passed on: for tests that send values in."""
-    try:
-        value = next(remote)
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                remote.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - thrown in by the test: the program's generator gets it
-                value = remote.throw(exc)
-                continue
-            value = next(remote) if sent is None else remote.send(sent)
-    except StopIteration as stop:
-        return stop.value
-    except RuntimeError as err:  # the connection turns the program's StopIteration into this (PEP 479)
-        if "StopIteration" in str(err):
-            return None
-        raise
 
 
 def _levels() -> dict[str, int]:

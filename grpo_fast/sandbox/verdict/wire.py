@@ -31,6 +31,7 @@ from typing import Any
 
 SETUP_MODULE = "test_setup"  # the dataset's setup code runs under this module name on both sides
 SOLUTION_MODULE = "solution"  # the candidate's program: a module, so ``__name__ != "__main__"``
+ASYNC_FUNCTION = "async function"  # the kind of a handle to an ``async def`` function
 MAX_FRAME = 16 << 20  # what one side accepts from the other in one frame
 MAX_DEPTH = 1000  # nesting of decoded values
 ENCODE_DEPTH = 200  # deeper than this, a sender sends the subtree as a reference (a handle)
@@ -209,7 +210,7 @@ class Encoder:
     which ``hook_first(type)`` holds go to the hook before any other rule."""
 
     def __init__(self, hook: Callable[[Any, bool], Ref | Plain], hook_first: Callable[[type], bool] = lambda t: False,
-                 exception: Callable[[BaseException], tuple[Any, str, tuple, dict]] | None = None) -> None:
+                 exception: Callable[[BaseException], tuple] | None = None) -> None:
         self.hook, self.hook_first = hook, hook_first
         self.exception = exception or exception_fields
         self.out = bytearray()
@@ -333,8 +334,7 @@ class Encoder:
             else:
                 self.compound(b"g", [obj.dtype.name, obj.tobytes()], depth)
         elif isinstance(obj, BaseException):
-            cls, message, args, attrs = self.exception(obj)
-            self.compound(b"X", [cls, message, args, attrs], depth)
+            self.compound(b"X", list(self.exception(obj)), depth)  # class, message, args, attributes[, cause]
         elif issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
             self.compound(b"P", [t.__name__, tuple(map(str, t._fields)), tuple.__getitem__(obj, slice(None))],
                           depth)
