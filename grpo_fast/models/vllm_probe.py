@@ -164,10 +164,16 @@ def store(key: str, entry: dict[str, Any], cache: Path | None = None, now: float
 
 
 def fit(points: list[dict[str, float]]) -> tuple[float, float]:
-    """Seconds as ``fixed + per_step x longest`` by least squares over the probe's points; where the longest
-    completions hardly differ (every row ended early at both limits) the mean, with no per-step part."""
-    xs = [p["longest"] for p in points]
-    ys = [p["seconds"] for p in points]
+    """Seconds as ``fixed + per_step x longest`` by least squares through the fastest point of each length limit
+    (other jobs on shared cores only ever add time: the fastest round holds still); where the longest completions
+    hardly differ (every row ended early under both limits) their mean, with no per-step part."""
+    fastest: dict[float, dict[str, float]] = {}
+    for p in points:
+        limit = p.get("limit", p["longest"])
+        if limit not in fastest or p["seconds"] < fastest[limit]["seconds"]:
+            fastest[limit] = p
+    xs = [p["longest"] for p in fastest.values()]
+    ys = [p["seconds"] for p in fastest.values()]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     spread = sum((x - mean_x) ** 2 for x in xs)
     if max(xs) - min(xs) < 2 or spread == 0:
@@ -200,7 +206,7 @@ def predict(result: dict[str, Any], tokens: int) -> Prediction:
         fixed, per_step = fit(points)
         return max(0.0, fixed + per_step * tokens)
 
-    sync = sorted(result["sync_s"])[len(result["sync_s"]) // 2]
+    sync = min(result["sync_s"])
     return Prediction(tokens, at(result["generate"]), at(result["vllm"]), sync, at(result["correction"]),
                       at(result["train"]))
 

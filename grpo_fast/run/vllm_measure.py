@@ -139,8 +139,9 @@ class Engines:
         self.engine_start_s = time.perf_counter() - start
         torch.set_num_threads(self.threads)  # vLLM's CPU worker sets torch's threads to its bound cores
 
-    def point(self, rows: list[list[int]], seconds: float) -> dict[str, float]:
-        return {"longest": max(len(r) for r in rows), "tokens": sum(len(r) for r in rows), "seconds": seconds}
+    def point(self, rows: list[list[int]], seconds: float, limit: int) -> dict[str, float]:
+        return {"limit": limit, "longest": max(len(r) for r in rows), "tokens": sum(len(r) for r in rows),
+                "seconds": seconds}
 
     def generate(self, limit: int) -> tuple[dict[str, float], list[list[int]]]:
         """The other engine, as TRL calls it (its GenerationConfig, left-padded prompts)."""
@@ -160,7 +161,7 @@ class Engines:
             out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         seconds = time.perf_counter() - start
         rows = [ended(r.tolist(), self.eos) for r in out[:, width:]]
-        return self.point(rows, seconds), rows
+        return self.point(rows, seconds, limit), rows
 
     def generate_vllm(self, limit: int) -> tuple[dict[str, float], list[list[int]], float]:
         """vLLM after the kit's weight sync (as at every step after an optimizer step); the sync timed apart."""
@@ -172,9 +173,9 @@ class Engines:
                                                   num_generations=self.plan["group"])
         seconds = time.perf_counter() - synced
         rows = [list(c) for c in completions]
-        return self.point(rows, seconds), rows, synced - start
+        return self.point(rows, seconds, limit), rows, synced - start
 
-    def passes(self, rows: list[list[int]]) -> tuple[dict[str, float], dict[str, float]]:
+    def passes(self, rows: list[list[int]], limit: int) -> tuple[dict[str, float], dict[str, float]]:
         """The training forward+backward and TRL's importance-sampling forward over prompts + ``rows``."""
         from trl.trainer.utils import selective_log_softmax
 
@@ -200,7 +201,8 @@ class Engines:
         with torch.no_grad():
             logps()
         corrected = time.perf_counter() - start
-        return ({"longest": longest, "seconds": trained}, {"longest": longest, "seconds": corrected})
+        return ({"limit": limit, "longest": longest, "seconds": trained},
+                {"limit": limit, "longest": longest, "seconds": corrected})
 
 
 def measure(request: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +212,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     engines = Engines(request)
     short, long = request["plan"]["lengths"]
     engines.generate(short), engines.generate_vllm(short)  # warm-up: first calls allocate, pick kernels
-    engines.passes([[engines.tok.eos_token_id or 0] * short] * len(engines.prompts))
+    engines.passes([[engines.tok.eos_token_id or 0] * short] * len(engines.prompts), short)
     found: dict[str, list] = {"generate": [], "vllm": [], "sync_s": [], "train": [], "correction": []}
     for done in range(2):
         if done and time.perf_counter() - began > request["budget_s"] / 2:
@@ -224,7 +226,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
                 else:
                     point, rows = engines.generate(limit)
                 found[engine].append(point)
-            train, correction = engines.passes(rows)  # the last engine's completions: both sample alike
+            train, correction = engines.passes(rows, limit)  # the last engine's completions: both sample alike
             found["train"].append(train)
             found["correction"].append(correction)
     name, _ = cpu_flags()

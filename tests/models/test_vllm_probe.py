@@ -23,19 +23,21 @@ VERSIONS = "torch 2.13.0, transformers 5.0, trl 1.14.2, peft 0.18, vllm 0.32.0"
 DAY = 86400.0
 NOW = 1_800_000_000.0
 
-# A probe's points, chosen so that each part is exactly fixed + per_step x longest:
-#   generate:   0.1  + 0.1   x n  -> at 512: 51.3 s   at 32: 3.3 s   at 8: 0.9 s
+# A probe's points (the fastest of each length limit counts), chosen so that each part is exactly
+# fixed + per_step x longest:
+#   generate:   0.1  + 0.1   x n  -> at 512: 51.3 s   at 32: 3.3 s   at 8: 0.9 s   (a slower round at 128: 20 s)
 #   vLLM:       0.36 + 0.02  x n  -> at 512: 10.6 s   at 32: 1.0 s   at 8: 0.52 s
 #   train:      0.4  + 0.05  x n  -> at 512: 26.0 s   at 32: 2.0 s   at 8: 0.8 s
 #   correction: 0.22 + 0.015 x n  -> at 512: 7.9 s    at 32: 0.7 s   at 8: 0.34 s
-#   sync: median of 0.3, 0.5, 0.4 = 0.4 s
+#   sync: the fastest of 0.5, 0.4, 0.6 = 0.4 s
 # ratio = (generate + train) / (vLLM + sync + correction + train):
 #   at 512: 77.3 / 44.9 = 1.72; at 32: 5.3 / 4.1 = 1.29; at 8: 1.7 / 2.06 = 0.83
-PROBE = {"generate": [{"longest": 32, "seconds": 3.3}, {"longest": 128, "seconds": 12.9}],
-         "vllm": [{"longest": 32, "seconds": 1.0}, {"longest": 128, "seconds": 2.92}],
-         "train": [{"longest": 32, "seconds": 2.0}, {"longest": 128, "seconds": 6.8}],
-         "correction": [{"longest": 32, "seconds": 0.7}, {"longest": 128, "seconds": 2.14}],
-         "sync_s": [0.3, 0.5, 0.4], "lengths": [32, 128], "rows": 8, "alternative": "TRL's default generate",
+PROBE = {"generate": [{"limit": 32, "longest": 32, "seconds": 3.3}, {"limit": 128, "longest": 128, "seconds": 20.0},
+                      {"limit": 128, "longest": 128, "seconds": 12.9}],
+         "vllm": [{"limit": 32, "longest": 32, "seconds": 1.0}, {"limit": 128, "longest": 128, "seconds": 2.92}],
+         "train": [{"limit": 32, "longest": 32, "seconds": 2.0}, {"limit": 128, "longest": 128, "seconds": 6.8}],
+         "correction": [{"limit": 32, "longest": 32, "seconds": 0.7}, {"limit": 128, "longest": 128, "seconds": 2.14}],
+         "sync_s": [0.5, 0.4, 0.6], "lengths": [32, 128], "rows": 8, "alternative": "TRL's default generate",
          "threads": 1, "load": "0.50 0.40 0.30 before, 1.00 0.60 0.40 after", "probe_s": 95.0,
          "measured": "2026-12-07 01:10"}
 EXPECTED = {512: "1.72x", 32: "1.29x", 8: "0.83x"}
@@ -58,7 +60,8 @@ def test_the_decision_at_the_runs_shape_is_the_hand_worked_ratio():
 def test_fit_separates_the_fixed_cost_from_the_per_step_cost():
     assert fit(PROBE["generate"]) == pytest.approx((0.1, 0.1))
     # completions that all ended early at both limits: no per-step cost can be told apart, the mean stands
-    assert fit([{"longest": 9, "seconds": 1.0}, {"longest": 10, "seconds": 3.0}]) == pytest.approx((2.0, 0.0))
+    assert fit([{"limit": 32, "longest": 9, "seconds": 1.0},
+                {"limit": 128, "longest": 10, "seconds": 3.0}]) == pytest.approx((2.0, 0.0))
 
 
 def test_a_probe_that_failed_says_why_and_another_machines_figures_decide():
