@@ -58,6 +58,8 @@ class ProbePlan:
     shared_prefill: bool  # the engine vLLM replaces: generate with the kit's speed-ups, or TRL's plain one
     merged_generation: bool
     lengths: tuple[int, int]
+    training: str = "plain"  # the training pass's own speed-ups: cpu_autocast_training's setting, shared forward
+
 
     @property
     def alternative(self) -> str:
@@ -70,7 +72,8 @@ class ProbePlan:
         p = self
         sampling = f"t{p.temperature} p{p.top_p} k{p.top_k} m{p.min_p} r{p.repetition_penalty}"
         return (f"{model_identity(p.model)} | lora r{p.lora_r} {p.lora_targets} | {p.rows} rows of {p.group} | "
-                f"{sampling} | kit {int(p.shared_prefill)}{int(p.merged_generation)} | limits {p.lengths}")
+                f"{sampling} | kit {int(p.shared_prefill)}{int(p.merged_generation)} | training {p.training} | "
+                f"limits {p.lengths}")
 
 
 def probe_lengths(max_completion_length: int) -> tuple[int, int]:
@@ -90,7 +93,9 @@ def plan_for(cfg: Any) -> ProbePlan:
                      top_k=int(args.top_k or 0), min_p=args.min_p, repetition_penalty=float(args.repetition_penalty),
                      shared_prefill=cfg.shared_prefill not in (False, None),
                      merged_generation=cfg.merged_generation not in (False, None),
-                     lengths=probe_lengths(args.max_completion_length))
+                     lengths=probe_lengths(args.max_completion_length),
+                     training=f"autocast {cfg.cpu_autocast_training}, shared forward "
+                              f"{cfg.shared_prefill not in (False, None) and not args.gradient_checkpointing}")
 
 
 def model_identity(model: str) -> str:

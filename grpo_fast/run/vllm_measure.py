@@ -9,9 +9,10 @@ resolved config, LoRA attached), then alternates, under each of the plan's two l
   kit's shared prefill and merged LoRA where the run has them), on the run's rows and group;
 - TRL's colocated vLLM as the kit runs it on CPU (``vllm_colocate.colocated_generation``: packed weights, the kit's
   weight sync before each generation, timed apart);
-- the training pass's forward and backward and TRL's importance-sampling forward (no grad) over the prompts and the
-  completions just sampled, padded to the longest as TRL pads them (once per limit and round: the same for both
-  engines but for the forward, which only vLLM's step runs).
+- the training pass's forward and backward (with the run's own bf16 autocast and shared-prompt forward where
+  ``cpu_choice`` turns them on) and TRL's importance-sampling forward (no grad) over the prompts and the completions
+  just sampled, padded to the longest as TRL pads them (once per limit and round: the same for both engines but for
+  the forward, which only vLLM's step runs).
 
 Completions are sampled at the run's temperature and stop at their end-of-text, so each point is (the batch's
 longest completion, seconds). Prompts are a fixed set of short task prompts: the run's data is read later.
@@ -31,8 +32,13 @@ from typing import Any
 
 from grpo_fast.config import RunConfig
 from grpo_fast.models import machine, vllm_probe
-from grpo_fast.models.cpu_choice import cpu_class, cpu_flags
-from grpo_fast.models.cpu_speed import busy_aware_threads, merged_lora_generation, shared_prompt_prefill
+from grpo_fast.models.cpu_choice import choose, cpu_class, cpu_flags
+from grpo_fast.models.cpu_speed import (
+    busy_aware_threads,
+    merged_lora_generation,
+    shared_prompt_prefill,
+    shared_prompt_training_forward,
+)
 from grpo_fast.models.loading import load_model
 from grpo_fast.models.vllm_colocate import colocated_generation, vllm_cpu_environment
 from grpo_fast.run.resolve import resolve_config
@@ -132,6 +138,12 @@ class Engines:
             shared_prompt_prefill(self.model)
         if plan["merged_generation"]:
             merged_lora_generation(self.model)
+        # the training pass as the run will run it: bf16 autocast where cpu_choice turns it on (its own probe,
+        # cached), each group's prompt computed once where shared_prefill is on (both TRL forwards go through it)
+        chosen = {c.key: c.value for c in choose(cfg, cls=cpu_class(), threads=self.threads)}
+        self.autocast = bool(chosen.get("cpu_autocast_training"))
+        if chosen.get("shared_prefill") and not cfg.args.gradient_checkpointing:
+            shared_prompt_training_forward(self.model)
         vllm_cpu_environment()
         start = time.perf_counter()
         self.vllm = colocated_generation(self.model, self.tok, Path(request["work"]), plan["rows"],
@@ -194,7 +206,9 @@ class Engines:
 
         self.model.train()
         start = time.perf_counter()
-        (-logps().mean()).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):  # cpu_speed's, around the loss
+            loss = -logps().float().mean()
+        loss.backward()
         trained = time.perf_counter() - start
         self.model.zero_grad(set_to_none=True)
         start = time.perf_counter()

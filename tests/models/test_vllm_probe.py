@@ -83,7 +83,9 @@ def test_cache_keys_name_what_changes_the_answer(monkeypatch):
               probe_key(CpuClass("Intel Xeon", "AVX512", ["amx_bf16"], True, ""), PLAN, 2, VERSIONS),
               probe_key(NATIVE, ProbePlan(**{**PLAN.__dict__, "rows": 16}), 2, VERSIONS),
               probe_key(NATIVE, ProbePlan(**{**PLAN.__dict__, "model": "Qwen/Qwen2.5-0.5B-Instruct"}), 2, VERSIONS),
-              probe_key(NATIVE, ProbePlan(**{**PLAN.__dict__, "lengths": (4, 16)}), 2, VERSIONS)]
+              probe_key(NATIVE, ProbePlan(**{**PLAN.__dict__, "lengths": (4, 16)}), 2, VERSIONS),
+              probe_key(NATIVE, ProbePlan(**{**PLAN.__dict__, "training": "autocast False, shared forward True"}), 2,
+                        VERSIONS)]
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     others.append(probe_key(NATIVE, PLAN, cores=2, installed=VERSIONS))
     assert len({key, *others}) == len(others) + 1
