@@ -235,10 +235,5 @@ def measured_why(result: dict[str, Any], rows: int, max_tokens: int) -> tuple[fl
     return at.ratio, said
 
 
-def probe_summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The cached entry's fields worth keeping in a run's record (the points stay in the cache)."""
-    return {k: result[k] for k in ("measured", "probe_s", "load", "threads", "alternative", "cached") if k in result}
-
-
 def plan_dict(plan: ProbePlan) -> dict[str, Any]:
     return asdict(plan)
