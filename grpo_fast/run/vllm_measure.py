@@ -71,6 +71,13 @@ def probe_for(cfg: RunConfig, cache: Path | None = None, budget_s: float | None 
     return vllm_probe.store(key, result, cache)
 
 
+def probe_cached(cfg: RunConfig, cache: Path | None = None) -> dict[str, Any]:
+    """The cached answer only (a dry run and ``check`` load no weights): where there is none, why not."""
+    known = vllm_probe.cached(vllm_probe.probe_key(cpu_class(), vllm_probe.plan_for(cfg)), cache)
+    return known if known is not None else {"error": "not measured yet: a dry run or check only reads the cache, "
+                                                     "training measures it once"}
+
+
 class ProbeFailed(Exception):
     """The probe's subprocess did not give an answer (its reason in words)."""
 
@@ -78,8 +85,11 @@ class ProbeFailed(Exception):
 def measure_in_subprocess(cfg: RunConfig, plan: vllm_probe.ProbePlan, budget: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="grpo_fast_vllm_probe_") as tmp:
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
-        request.write_text(json.dumps({"config": cfg.to_dict(), "plan": vllm_probe.plan_dict(plan),
-                                       "budget_s": budget, "work": tmp}))
+        try:
+            request.write_text(json.dumps({"config": cfg.to_dict(), "plan": vllm_probe.plan_dict(plan),
+                                           "budget_s": budget, "work": tmp}))
+        except (TypeError, ValueError) as err:  # a config value JSON cannot hold
+            raise ProbeFailed(f"the run's config could not be handed to it ({err})") from None
         env = {**os.environ, machine.VLLM_CPU_ENV: "1"}
         proc = subprocess.Popen([sys.executable, "-m", "grpo_fast.run.vllm_measure", str(request), str(answer)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -11,11 +11,11 @@ import pytest
 
 from grpo_fast.models import generation, vllm_probe
 from grpo_fast.models import machine as machine_facts
-from grpo_fast.models.cpu_choice import CpuClass
+from grpo_fast.models.cpu_choice import CpuClass, cpu_class
 from grpo_fast.models.generation import choose_engine, vllm_choice
 from grpo_fast.models.vllm_probe import MAX_AGE_DAYS, RETRY_DAYS, ProbePlan, cached, fit, probe_key, store
 from grpo_fast.run.resolve import resolve_config
-from grpo_fast.run.vllm_measure import probe_for
+from grpo_fast.run.vllm_measure import probe_cached, probe_for
 
 NATIVE = CpuClass("AMD EPYC", "AVX512", ["avx512_bf16"], True, "native")
 PLAN = ProbePlan("embedded", 16, "all-linear", 8, 8, 1.0, 1.0, 0, None, 1.0, True, True, (32, 128))
@@ -146,3 +146,15 @@ def test_a_probe_that_cannot_run_here_is_cached_with_its_reason(tmp_path, tiny_m
     assert first["cached"] is False and "vllm" in first["error"], first
     second = probe_for(cfg, cache=tmp_path)
     assert second["cached"] is True and second["time"] == first["time"] and second["error"] == first["error"]
+
+
+def test_a_dry_run_reads_the_cache_and_never_measures(tmp_path, vllm_machine):
+    """``--dry-run`` and ``check`` load no weights: without a cached answer the line says it is not measured yet."""
+    cfg = resolve_config("code", ["profile=cpu"])
+    assert generation.pick_vllm(cfg, lambda stage: probe_cached(stage, cache=tmp_path))  # another machine's rule
+    (note,) = [n for n in cfg.notes if "generation: auto" in n]
+    assert "not measured on this machine (not measured yet: a dry run or check only reads the cache" in note
+    assert not list(tmp_path.iterdir())  # nothing measured, nothing stored
+    cfg = resolve_config("code", ["profile=cpu"])
+    store(probe_key(cpu_class(), vllm_probe.plan_for(cfg)), PROBE, tmp_path)  # this machine's key
+    assert probe_cached(cfg, cache=tmp_path)["measured"] == "2026-12-07 01:10"
