@@ -216,10 +216,13 @@ def sync_costs(run_dir: Path) -> dict[str, Any]:
 
 def auto_pick(cfg: Any) -> tuple[str, str]:
     """The engine ``generation: auto`` picks for this shape on this machine (as a bench row's name) and why."""
-    from grpo_fast.models.generation import choose_engine, vllm_choice, vllm_facts
+    from grpo_fast.models.generation import choose_engine, vllm_choice, vllm_facts, vllm_refusal
+    from grpo_fast.run.vllm_measure import probe_for
 
     auto = cfg.model_copy(update={"generation": "auto"})
-    on, why = vllm_choice(auto, **vllm_facts(cuda=False))
+    facts = vllm_facts(cuda=False)
+    measured = None if vllm_refusal(auto, cuda=False, vllm=facts["vllm"]) else probe_for(auto)  # cached, else once
+    on, why = vllm_choice(auto, **facts, probe=measured)
     if on:
         return "vllm_colocate", why
     choice = choose_engine(auto, cuda=False)

@@ -68,8 +68,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = resolve_config(target, args.overrides)
     if args.dry_run:
         for stage in cfg.stage_list[1:]:
-            prepare(stage.cfg, force=args.force)
-        prep = prepare(cfg.stage_list[0].cfg, force=args.force)
+            prepare(stage.cfg, force=args.force, measure=False)
+        prep = prepare(cfg.stage_list[0].cfg, force=args.force, measure=False)
         print("\n".join(prep.report))
         print("dry run: every check passed; no weights were loaded and nothing was written")
         return 0
@@ -126,7 +126,7 @@ def _rewards_check(args: argparse.Namespace) -> int:
         cfg = resolve_config(args.target, args.overrides)
         recipe = get_recipe(cfg.recipe)
         own = own_programs(recipe, cfg, run_rewards(cfg, recipe), args.programs)
-        prep = prepare(cfg, force=True)
+        prep = prepare(cfg, force=True, measure=False)
         rewards, rows, audit, recipe = prep.rewards, prep.train_rows, prep.gold, prep.recipe
     print(audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold and not audit.mostly_failing))
     if audit.mostly_failing:

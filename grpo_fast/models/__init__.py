@@ -7,8 +7,10 @@ A one-way stack, lowest first; each module imports only modules above it in this
   (Model names resolve to folders in ``grpo_fast.embedded``, on the ground floor: the embedded SmolLM2 converted
   once from its packaged GGUF; re-exported here.)
 * ``gpu`` -- every keyword argument the kit passes to Unsloth, vLLM and bitsandbytes (checked against the wheels).
-* ``cpu_probe``, ``cpu_choice``, ``generation`` -- the CPU speed-ups each machine's probe chooses, and the engine
-  that generates a step's completions when vLLM does not.
+* ``cpu_probe``, ``cpu_choice``, ``vllm_probe``, ``generation`` -- the CPU speed-ups each machine's probe chooses,
+  the cache and prediction of ``generation: auto``'s vLLM probe (measured by ``grpo_fast.run.vllm_measure``, a
+  layer up, in a subprocess), and the engine that generates a step's completions (vLLM on CPU where it measured
+  faster).
 * ``vllm_colocate`` -- colocated vLLM on CPU: its environment and packed weights, packed again after each sync.
 * ``templates`` -- the config's own chat template (``chat_template:``), put on the tokenizer and checked.
 * ``loading`` -- the backend choice (Unsloth or transformers + peft) and the policy model loaded with LoRA.

@@ -22,6 +22,7 @@ Measured figures are in ``benchmarks/bench_trainer.py`` (``--compare choices``: 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import time
@@ -30,7 +31,7 @@ from typing import Any
 
 from grpo_fast.config import RunConfig
 from grpo_fast.models.cpu_choice import as_record, choose, cpu_class
-from grpo_fast.models.generation import choose_engine, set_engine
+from grpo_fast.models.generation import auto_note, choose_engine, set_engine
 
 
 def mark(wrapper: Any, speedup: str) -> Any:
@@ -204,6 +205,8 @@ def apply_speedups(trainer: Any, cfg: RunConfig) -> dict[str, Any]:
     if engine.value:
         set_engine(trainer, engine.value)
         choices.append(engine)
+    elif auto_note(cfg):  # colocated vLLM generates by generation: auto's measurement: the record says so too
+        choices.append(dataclasses.replace(engine, value="colocated vLLM"))
     chosen = {c.key: c.value for c in choices}
     if chosen.get("cpu_autocast_training"):
         autocast_training_pass(trainer)

@@ -7,8 +7,10 @@ over a paged KV cache). The kit's ``shared_prefill`` and ``merged_generation`` w
 apply to the first two; continuous batching calls ``generate_batch`` and bypasses them.
 
 Where vLLM is installed and no GPU is visible, ``auto`` can also turn vLLM on: colocated, its weights packed for
-its CPU kernels and packed again after each sync (``vllm_colocate``), where that measured faster including the
-sync (``pick_vllm``, called before the backend is chosen: TRL builds its engine with the trainer).
+its CPU kernels and packed again after each sync (``vllm_colocate``), where it measured faster on this machine at
+the run's shape, the sync included (``pick_vllm``, called before the backend is chosen: TRL builds its engine with
+the trainer). The measurement is ``vllm_probe``'s, taken once per machine and run shape and cached; where it could
+not run, the figures committed from another machine (``VLLM_LONG``, ``VLLM_SHORT_RUN``) decide and the run says so.
 
 Every engine samples from the same distribution (``benchmarks/bench_generation.py`` checks it: greedy tokens
 equal to TRL's default path, and the same sampled rows for one seed where the engine draws random numbers in the
@@ -19,11 +21,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_fast.config import RunConfig
-from grpo_fast.models import machine
+from grpo_fast.models import machine, vllm_probe
 from grpo_fast.models.cpu_choice import Choice, cpu_class
 from grpo_fast.models.machine import VLLM_CPU_ENV
 
@@ -64,9 +67,10 @@ class Measured:
                 f"({self.file}), not on this machine")
 
 
-# The two points measured (bench_generation --vllm-colocate). Short completions keep the transformers engines;
-# completions between 16 and 512 tokens, sampled lengths at 512, CPUs without native bf16, other model sizes and
-# more than one round at 512 are unmeasured.
+# The two points measured on another machine (bench_generation --vllm-colocate): what auto falls back on where the
+# probe of this machine (``vllm_probe``) could not run. Short completions keep the transformers engines; completions
+# between 16 and 512 tokens, sampled lengths at 512, CPUs without native bf16, other model sizes and more than one
+# round at 512 are unmeasured there.
 VLLM_LONG = Measured(2.12, "benchmarks/results/bench_generation_cpu_code_vllm_colocate.json", "2026-12-06", 1, 8, 512,
                      512.0, True, "a 2-core Xeon with AMX", (5.1, 8.2))
 VLLM_SHORT_RUN = Measured(0.92, "benchmarks/results/bench_generation_cpu_demo_vllm_colocate.json", "2026-12-06", 2,
@@ -74,27 +78,47 @@ VLLM_SHORT_RUN = Measured(0.92, "benchmarks/results/bench_generation_cpu_demo_vl
 VLLM_MIN_COMPLETION = VLLM_LONG.max_tokens
 VLLM_MEASURED = f"measured {VLLM_LONG.said()}"
 VLLM_SHORT = f"measured {VLLM_SHORT_RUN.said()}; its weight sync and fixed costs outweigh the tokens"
+AUTO = "generation: auto — "  # how auto's vLLM line starts in the run's notes (on or off)
+Probe = Callable[[RunConfig], dict[str, Any]]
 
 
-def vllm_choice(cfg: RunConfig, *, cuda: bool, vllm: bool, native_bf16: bool) -> tuple[bool, str]:
-    """Whether ``generation: auto`` turns colocated vLLM on for this run, and why (pure: the facts are passed)."""
+def vllm_refusal(cfg: RunConfig, *, cuda: bool, vllm: bool) -> str | None:
+    """Why ``generation: auto`` leaves vLLM off whatever it would measure; None where only a measurement decides."""
     if cuda:
-        return False, "a GPU is visible: the profile decides use_vllm"
+        return "a GPU is visible: the profile decides use_vllm"
     if cfg.generation != "auto":
-        return False, f"generation: {cfg.generation} is set in the config"
+        return f"generation: {cfg.generation} is set in the config"
     if cfg.args.use_vllm or cfg.set_by_user("use_vllm") or cfg.args.vllm_mode != "colocate":
-        return False, "use_vllm (or vllm_mode) is set in the config"
+        return "use_vllm (or vllm_mode) is set in the config"
     if not vllm:
-        return False, "vLLM is not installed (its CPU build: make test-vllm's venv)"
-    if not native_bf16:
-        return False, "vLLM on CPU was measured with native bf16 (AVX512-BF16/AMX) only"
+        return "vLLM is not installed (its CPU build: make test-vllm's venv)"
     if not cfg.lora or cfg.load_in_4bit:
-        return False, "vLLM on CPU was measured with a LoRA adapter on full-precision weights only"
+        return "the kit's vLLM weight sync on CPU pushes merged LoRA weights on full-precision bases only"
+    return None
+
+
+def vllm_choice(cfg: RunConfig, *, cuda: bool, vllm: bool, native_bf16: bool,
+                probe: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """Whether ``generation: auto`` turns colocated vLLM on for this run, and why (pure: the facts are passed).
+    ``probe``: this machine's measurement (``vllm_probe``), or its ``error``; without one, the committed figures of
+    another machine decide, and the reason says so."""
+    refused = vllm_refusal(cfg, cuda=cuda, vllm=vllm)
+    if refused:
+        return False, refused
+    if probe is not None and "error" not in probe:
+        ratio, measured = vllm_probe.measured_why(probe, probe["rows"], int(cfg.args.max_completion_length or 0))
+        if ratio < vllm_probe.MIN_GAIN:
+            return False, f"colocated vLLM {measured}; needs {vllm_probe.MIN_GAIN:.2f}x to pay"
+        return True, f"colocated vLLM {measured}; TRL's importance-sampling correction on"
+    unmeasured = (f"not measured on this machine ({probe['error']}), so another machine's figures decide: "
+                  if probe is not None else "not measured on this machine, so another machine's figures decide: ")
+    if not native_bf16:
+        return False, unmeasured + "vLLM on CPU was measured there with native bf16 (AVX512-BF16/AMX) only"
     if int(cfg.args.max_completion_length or 0) < VLLM_MIN_COMPLETION:
-        return False, (f"completions under {VLLM_MIN_COMPLETION} tokens: vLLM on CPU {VLLM_SHORT}, unmeasured in "
-                       "between")
-    return True, (f"vLLM's CPU build is installed: colocated, packed bf16 weights re-packed after each sync, "
-                  f"{VLLM_MEASURED}; TRL's importance-sampling correction on")
+        return False, (f"{unmeasured}completions under {VLLM_MIN_COMPLETION} tokens: vLLM on CPU {VLLM_SHORT}, "
+                       "unmeasured in between")
+    return True, (f"{unmeasured}vLLM's CPU build is installed: colocated, packed bf16 weights re-packed after each "
+                  f"sync, {VLLM_MEASURED}; TRL's importance-sampling correction on")
 
 
 def vllm_facts(cuda: bool) -> dict[str, bool]:
@@ -103,21 +127,30 @@ def vllm_facts(cuda: bool) -> dict[str, bool]:
     return {"cuda": cuda, "vllm": vllm, "native_bf16": vllm and cpu_class().native_bf16}
 
 
-def pick_vllm(cfg: RunConfig) -> bool:
-    """``generation: auto`` on a machine without CUDA: turn colocated vLLM on where ``vllm_choice`` says so (said in
-    the run's report). Before the backend is chosen: TRL builds its engine with the trainer."""
+def pick_vllm(cfg: RunConfig, probe: Probe | None = None) -> bool:
+    """``generation: auto`` on a machine without CUDA: turn colocated vLLM on where ``vllm_choice`` says so, after
+    ``probe`` (``grpo_fast.run.vllm_measure.probe_for``: cached, else measured once) where only a measurement can
+    decide. The decision either way is said in the run's report. Before the backend is chosen: TRL builds its
+    engine with the trainer."""
     facts = vllm_facts(machine.cuda_available())
     picked = False
     for stage in cfg.stage_list:
-        if stage.sft:
+        if stage.sft or vllm_refusal(stage.cfg, cuda=facts["cuda"], vllm=facts["vllm"]):
             continue
-        on, why = vllm_choice(stage.cfg, **facts)
+        on, why = vllm_choice(stage.cfg, **facts, probe=probe(stage.cfg) if probe else None)
         if on:
-            stage.cfg.change("use_vllm", True, f"generation: auto — {why}")
+            stage.cfg.change("use_vllm", True, AUTO + why)
             picked = True
+        else:
+            stage.cfg.notes.append(f"{AUTO}vLLM stays off: {why}")
     if picked:
         os.environ[VLLM_CPU_ENV] = "1"  # the backend checks let vLLM run on this CPU
     return picked
+
+
+def auto_note(cfg: RunConfig) -> str | None:
+    """What ``pick_vllm`` said for this config (on or off), for the engine's line in the run's record."""
+    return next((n.split(AUTO, 1)[1] for n in reversed(cfg.notes) if AUTO in n), None)
 
 
 def trl_engine(cfg: RunConfig) -> str | None:
@@ -132,14 +165,17 @@ def trl_engine(cfg: RunConfig) -> str | None:
 def choose_engine(cfg: RunConfig, cuda: bool) -> Choice:
     """The ``generation`` choice for a run and why (``value`` None: vLLM generates)."""
     label = "generation engine"
+    note = auto_note(cfg)
     if cfg.args.use_vllm:
-        return Choice("generation", label, None, f"vLLM ({cfg.args.vllm_mode} mode) generates", True)
+        return Choice("generation", label, None, f"vLLM ({cfg.args.vllm_mode} mode) generates"
+                      + (f": {AUTO}{note}" if note else ""), not note)
     through_trl = trl_engine(cfg)
     if through_trl:
         return Choice("generation", label, through_trl, "set through TRL's own key", True)
     if cfg.generation != "auto":
         return Choice("generation", label, cfg.generation, "set in the config", True)
-    return Choice("generation", label, "generate", GPU_UNMEASURED if cuda else CPU_MEASURED)
+    return Choice("generation", label, "generate", (GPU_UNMEASURED if cuda else CPU_MEASURED)
+                  + (f"; {note}" if note else ""))
 
 
 def set_engine(trainer: Any, engine: str) -> None:

@@ -132,6 +132,16 @@ def packed_colocate(cfg: RunConfig, run_dir: Path) -> Iterator[None]:
         grpo_trainer.VLLMGeneration = original
 
 
+def colocated_generation(model: Any, tokenizer: Any, run_dir: Path, rows: int, **sampling: Any) -> Any:
+    """TRL's colocated vLLM engine for ``model`` as the kit runs it on CPU (packed weights, the kit's sync), built
+    outside a trainer with the arguments TRL's GRPOTrainer passes it (``grpo_fast.run.vllm_measure`` times it)."""
+    from accelerate import Accelerator
+
+    prepare_vllm_on_cpu()
+    return _generation_class()(model=model, accelerator=Accelerator(cpu=True), processing_class=tokenizer,
+                               mode="colocate", max_num_seqs=rows, logprobs=0, run_dir=run_dir, **sampling)
+
+
 def merged_lora(model: Any) -> list[tuple[str, Any]] | None:
     """A plain-LoRA peft model's adapted layers as (module name, layer); None for anything else (DoRA, quantized
     or fan-in-fan-out bases, several adapters, trainable non-LoRA weights): TRL's own merge serves those."""

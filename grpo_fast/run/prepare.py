@@ -19,6 +19,7 @@ from grpo_fast.recipes import Recipe, get_recipe
 from grpo_fast.rewards import RewardSet, resolve_rewards
 from grpo_fast.rewards.check import GoldAudit, audit_gold
 from grpo_fast.rewards.judge_checks import run_self_tests
+from grpo_fast.run.vllm_measure import probe_cached, probe_for
 from grpo_fast.sandbox import default_sandbox, weaker_than
 from grpo_fast.tools import environment_class
 from grpo_fast.tools.chat import environment_tools, tool_schemas, use_tool_template
@@ -52,11 +53,14 @@ def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
     return resolve_rewards(cfg.rewards, recipe.rewards, cfg.grpo.get("reward_weights"), cfg.where)
 
 
-def prepare(cfg: RunConfig, force: bool = False) -> Prepared:
-    """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan."""
+def prepare(cfg: RunConfig, force: bool = False, measure: bool = True) -> Prepared:
+    """Everything that needs no weights: backend choice, data, prompt lengths, gold self-test, memory plan.
+    ``measure``: ``generation: auto`` may run its vLLM probe (a subprocess that loads the model; a dry run and
+    ``check`` pass False and read its cache only)."""
     recipe = get_recipe(cfg.recipe)
     trackers.check(cfg)
-    generation.pick_vllm(cfg)  # generation: auto may turn colocated vLLM on (CPU, vLLM installed, measured faster)
+    # generation: auto may turn colocated vLLM on (CPU, vLLM installed, measured faster on this machine)
+    generation.pick_vllm(cfg, probe_for if measure else probe_cached)
     backend = models.select_backend(cfg.backend, load_in_4bit=cfg.load_in_4bit, use_vllm=bool(cfg.args.use_vllm))
     gpu.check_gpu_path(cfg, backend)
     report = [f"recipe {recipe.name}: {recipe.description}", f"backend: {backend.name} ({backend.reason})",
