@@ -86,7 +86,8 @@ def test_the_scenario_sees_threats_where_they_are_not_held() -> None:
 
 SUITES = ("test_hostile_programs.py", "test_forged_verdicts.py", "test_protocol_attacks.py",
           "test_hostile_protocols_and_limits.py", "test_honest_programs.py", "test_honest_families.py",
-          "test_pytest_files.py")  # pytest files: a test and its program share tmp_path and relative files
+          "test_pytest_files.py",  # pytest files: a test and its program share tmp_path and relative files
+          "test_honest_objects.py", "test_object_protocol_attacks.py")  # asserts that use files share a directory
 
 
 _USER_SKIPS = {"needs root": 1, "needs mount namespaces": 1, "without a cpu cgroup": 1}
