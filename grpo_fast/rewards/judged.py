@@ -6,7 +6,9 @@
 A timeout, an error or an unparsable verdict scores None (TRL skips it), never 0, and is counted: ``stats()`` has
 the counts, the guard (``guard.GuardedReward``) counts them as failures (``take_failures``) so a judge that fails
 mid-run trips ``max_reward_failure_rate`` like any broken reward, and each call logs ``judge/seconds`` (the
-judge's wall time in the step) through TRL's ``log_metric``. Scores are cached by (rubric, prompt, completion).
+judge's wall time in the step) through TRL's ``log_metric``, with the share of completions that address the
+judge and their mean score (``judge/<name>/addressed``, ``.../addressed_score``: the health monitor's
+judge_hacking). Scores are cached by (rubric, prompt, completion).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from grpo_fast.rewards.judge_client import Backend, CallFailed, HttpJudge, Local
 from grpo_fast.rewards.judge_prompts import (
     Case,
     Rubric,
+    addresses_grader,
     groupwise,
     make_rubric,
     parse_group,
@@ -122,6 +125,12 @@ class JudgeReward:
         if callable(log_metric):
             log_metric("judge/seconds", self.last_seconds)
             log_metric(f"judge/{self.__name__}/failed", len(failed) / max(1, n))
+            # completions that speak to the judge, and what it gave them: the health monitor's judge_hacking
+            addressed = [scores[i] for i, text in enumerate(texts) if addresses_grader(text)]
+            log_metric(f"judge/{self.__name__}/addressed", len(addressed) / max(1, n))
+            if any(s is not None for s in addressed):
+                log_metric(f"judge/{self.__name__}/addressed_score",
+                           sum(s for s in addressed if s is not None) / sum(s is not None for s in addressed))
         return scores
 
     def _key(self, case: Case, *answers: str) -> tuple:

@@ -99,7 +99,7 @@ def test_not_a_run_directory(tmp_path):
 def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
     import matplotlib.pyplot as plt
 
-    from grpo_fast.watch.report import PlotSpec, figure
+    from grpo_fast.watch.plots import PlotSpec, figure
 
     metrics = read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
     fig = figure(PlotSpec("rewards", "t", "y", ("reward",)), metrics, reward_max=6.0)
