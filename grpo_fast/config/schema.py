@@ -41,6 +41,10 @@ class RewardSpec(BaseModel):
     """Registry name (see `grpo-fast rewards list`), dotted import path, or file.py:function."""
     model: str | None = None
     """Instead of name: a reward model (hub id, folder or `embedded`) with a sequence-classification head."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    """With model: the reward model's weights' dtype (unset: TRL loads it as it is saved)."""
+    load_in_4bit: bool | None = None
+    """With model, on a CUDA GPU with bitsandbytes: the reward model's weights in 4-bit (NF4)."""
     weight: float = 1.0
     """Weight in the total reward (TRL's reward_weights): correctness 2.0, format 0.5-1.0, length 0.1-0.5."""
     kind: RewardKind | None = None

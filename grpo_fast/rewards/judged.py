@@ -223,7 +223,7 @@ class JudgeReward:
 def make_llm_judge_reward(rubric: str | dict | None = None, scale: Sequence[int] | None = None,
                           endpoint: str | None = None, judge_model: str = "embedded", api_key_env: str | None = None,
                           mode: str = "pointwise", timeout: float = 30.0, concurrency: int = 4,
-                          max_tokens: int = 32, screen: bool = True, self_test: str = "warn",
+                          max_tokens: int = 32, screen: bool = True, self_test: str | bool = "warn",
                           min_agreement: float = 0.6, self_test_rows: int = 8, name: str = "llm_judge"
                           ) -> JudgeReward:
     """An LLM judge: ``rubric`` (qa | summarization | your criteria with ``scale: [low, high]``), served by
@@ -232,6 +232,8 @@ def make_llm_judge_reward(rubric: str | dict | None = None, scale: Sequence[int]
     ``mode``: pointwise | group. ``self_test``: warn | refuse | off, against ``min_agreement``. A UserError's
     ``where`` is the parameter's name; the registry makes it ``rewards[i].<name>``."""
     where: Callable[[str], str] = str
+    if self_test is False:  # YAML reads an unquoted `off` as false
+        self_test = "off"
     if mode not in ("pointwise", "group"):
         raise UserError(f"mode {mode!r} is not pointwise or group", where("mode"), "mode: pointwise (or group)")
     if self_test not in ("warn", "refuse", "off"):
