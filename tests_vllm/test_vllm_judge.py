@@ -3,7 +3,8 @@
 
 Checked: the client knows the endpoint for vLLM and continues a started verdict held to the rubric's scale, so
 every verdict is read; the self-test reports agreement on the QA and summarization recipes' pairs; the injection
-probes score no higher than an honest wrong answer; a QA run trains 2 steps with the judge and evaluates held-out,
+probes score no higher than an honest wrong answer; a QA run and a summarization run train 2 steps with the judge
+and evaluate held-out,
 logging judge seconds per step; and a judge server that dies mid-run is counted (reward_failures.jsonl, the
 guard's limit stops the run with exit 2 naming the reward), never silent.
 """
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.tiny import tiny_model, tiny_tokenizer  # tests/helpers (conftest)
 
 from grpo_fast.recipes import get_recipe
 from grpo_fast.rewards.judge_checks import INJECTIONS, probe_judge, self_test
@@ -36,8 +38,6 @@ def model_path() -> str:
 
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory) -> Path:
-    from tests.helpers.tiny import tiny_model, tiny_tokenizer
-
     path = tmp_path_factory.mktemp("tiny-llama")
     tok = tiny_tokenizer()
     tiny_model(tok).save_pretrained(path)
@@ -88,11 +88,12 @@ def test_the_vllm_served_judge_reads_every_verdict_and_reports_its_self_test(end
     assert all(line.ok for line in lines), [line for line in lines if not line.ok]
 
 
-def test_a_qa_run_trains_with_the_vllm_served_judge_and_evaluates_held_out(endpoint, model_path, tiny_policy,
-                                                                           tmp_path):
-    rewards = f"rewards=[fuzzy_match, {_entry(endpoint, model_path, self_test_rows=3)}]"
+@pytest.mark.parametrize("recipe, check", [("qa", "fuzzy_match"), ("summarization", "rouge_l")])
+def test_a_run_trains_with_the_vllm_served_judge_and_evaluates_held_out(endpoint, model_path, tiny_policy, tmp_path,
+                                                                        recipe, check):
+    rewards = f"rewards=[{check}, {_entry(endpoint, model_path, recipe, self_test_rows=3)}]"
     done = subprocess.run(
-        [sys.executable, "-m", "grpo_fast", "train", "qa", f"model={tiny_policy}", "max_steps=2",
+        [sys.executable, "-m", "grpo_fast", "train", recipe, f"model={tiny_policy}", "max_steps=2",
          "max_completion_length=8", "eval_rows=2", "eval_k=1", "learning_rate=0.01", "run_dir=run", rewards],
         capture_output=True, text=True, timeout=1800, cwd=tmp_path, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-4000:]
@@ -107,7 +108,7 @@ def test_a_qa_run_trains_with_the_vllm_served_judge_and_evaluates_held_out(endpo
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in metrics if "judge/seconds" in m]
     assert len(steps) == 2 and all(m["judge/seconds"] > 0 and "rewards/llm_judge/mean" in m for m in steps)
-    print("judge seconds per step (vLLM):", [(round(m["judge/seconds"], 2), round(m.get("step_time", 0), 2))
+    print(f"{recipe} judge seconds per step (vLLM):", [(round(m["judge/seconds"], 2), round(m.get("step_time", 0), 2))
                                              for m in steps])
     evaluation = json.loads((out / "eval.json").read_text())
     assert "llm_judge" in json.dumps(evaluation)  # the judge's mean on the held-out rows, base and trained

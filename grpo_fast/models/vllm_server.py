@@ -251,6 +251,9 @@ def _stop(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    deadline = time.monotonic() + 30  # a killed worker is gone once the kernel has reaped it: wait for that
+    while group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
