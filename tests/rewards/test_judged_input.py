@@ -91,3 +91,22 @@ def test_self_test_off_as_yaml_reads_it_turns_the_self_test_off():
     rewards = resolve_rewards([RewardSpec(name="fuzzy_match"), RewardSpec(name="llm_judge", rubric="qa",
                                                                            self_test=False)], QA_REWARDS)
     assert rewards.funcs[1].self_test == "off"  # `self_test: off` unquoted is YAML's false
+
+
+def test_a_vllm_endpoint_is_known_by_its_models_reply_and_its_verdicts_held_to_the_scale():
+    import re
+
+    from grpo_fast.rewards.judge_client import HttpJudge, on_scale, served_by_vllm
+
+    assert served_by_vllm(b'{"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}')
+    assert not served_by_vllm(b'{"data": [{"id": "judge"}]}') and not served_by_vllm(b"not json")
+    pattern = re.compile(on_scale((0, 10)))
+    assert all(pattern.fullmatch(v) for v in (" 7", "10", "0")) and not any(
+        pattern.fullmatch(v) for v in ("11", " -1", "7.5", "Score: 7"))
+    judge = HttpJudge("http://127.0.0.1:9/v1", "m", check=False)
+    judge.starts_reply = True  # what ping sets for a vLLM server
+    started = [{"role": "user", "content": "grade"}, {"role": "assistant", "content": "Score:"}]
+    body = judge.request_body(started, scale=(0, 10))
+    assert body["continue_final_message"] and not body["add_generation_prompt"]
+    assert body["structured_outputs"] == {"regex": on_scale((0, 10))}
+    assert "structured_outputs" not in HttpJudge("http://127.0.0.1:9/v1", "m", check=False).request_body(started)
