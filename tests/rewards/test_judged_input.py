@@ -110,3 +110,18 @@ def test_a_vllm_endpoint_is_known_by_its_models_reply_and_its_verdicts_held_to_t
     assert body["continue_final_message"] and not body["add_generation_prompt"]
     assert body["structured_outputs"] == {"regex": on_scale((0, 10))}
     assert "structured_outputs" not in HttpJudge("http://127.0.0.1:9/v1", "m", check=False).request_body(started)
+
+
+@pytest.mark.slow
+def test_a_run_trains_two_steps_with_a_bfloat16_reward_model_handed_to_trl(tiny_model_dir, tiny_reward_model, in_tmp):
+    import json
+
+    from grpo_fast import train
+
+    cfg = resolve_config("qa", [f"model={tiny_model_dir}", "max_steps=2", "max_completion_length=8",
+                                "evaluate=false", f"rewards=[fuzzy_match, {{model: '{tiny_reward_model}', "
+                                "dtype: bfloat16, weight: 0.5}]"])
+    run = train(cfg)
+    assert run.summary["steps"] == 2
+    metrics = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert all("rewards/tiny-rm/mean" in m for m in metrics if "reward" in m)  # TRL's name for it: the folder's
