@@ -46,7 +46,7 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from grpo_fast.watch.report import smooth
+    from grpo_fast.watch.plots import smooth
 
     fig, reward_ax = plt.subplots(figsize=(8, 4.2))
     acc_ax = reward_ax.twinx()

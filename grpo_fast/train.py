@@ -31,7 +31,8 @@ from grpo_fast.run.resolve import resolve_config
 from grpo_fast.run.stages import run_stage
 from grpo_fast.tools.chat import use_tool_template
 from grpo_fast.watch import trackers
-from grpo_fast.watch.report import plot_rewards, write_report
+from grpo_fast.watch.plots import plot_rewards
+from grpo_fast.watch.report import write_report
 
 if TYPE_CHECKING:  # run.checkpoints imports transformers: it loads after resolve_config has imported Unsloth
     from grpo_fast.run.checkpoints import ResumePoint

@@ -41,6 +41,10 @@ class RewardSpec(BaseModel):
     """Registry name (see `grpo-fast rewards list`), dotted import path, or file.py:function."""
     model: str | None = None
     """Instead of name: a reward model (hub id, folder or `embedded`) with a sequence-classification head."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    """With model: the reward model's weights' dtype (unset: TRL loads it as it is saved)."""
+    load_in_4bit: bool | None = None
+    """With model, on a CUDA GPU with bitsandbytes: the reward model's weights in 4-bit (NF4)."""
     weight: float = 1.0
     """Weight in the total reward (TRL's reward_weights): correctness 2.0, format 0.5-1.0, length 0.1-0.5."""
     kind: RewardKind | None = None
@@ -58,7 +62,7 @@ class RewardSpec(BaseModel):
 # The health monitor's alarm kinds (alarms.REMEDIES says what to do about each; a test keeps the two equal).
 # Informational notes (alarms.NOTES: converged) are not alarms: they never stop a run.
 AlarmKind = Literal["low_reward_std", "zero_std_groups", "kl_high", "plateau", "nonfinite", "reward_hacking",
-                    "clipped", "entropy_collapse", "reward_errors", "no_signal", "thinking_open",
+                    "judge_hacking", "clipped", "entropy_collapse", "reward_errors", "no_signal", "thinking_open",
                     "no_correct"]
 
 
@@ -97,7 +101,11 @@ class HealthSettings(_Section):
     hacking_min_rise: float = Field(0.1, ge=0)
     """Share of the format reward's span: it rising by this much, beyond one standard error, ..."""
     hacking_max_gain: float = Field(0.02, ge=0)
-    """... while correctness gains less than this share of its span (it did not rise at all) -> reward_hacking."""
+    """... while correctness gains less than this share of its span (it did not rise at all) -> reward_hacking
+    (a format, style or length reward rising, correctness at its floor) or judge_hacking (a judged reward rising)."""
+    max_judge_addressed: float = Field(0.1, ge=0, le=1)
+    """Share of completions addressing a judge ("Score: 10", "ignore previous instructions") above this, scored
+    no lower than the rest -> judge_hacking."""
     max_clipped_ratio: float = Field(0.5, ge=0, le=1)
     """Share of completions cut at max_completion_length above this -> clipped."""
     max_open_thinking: float = Field(0.5, ge=0, le=1)

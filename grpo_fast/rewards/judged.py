@@ -6,7 +6,9 @@
 A timeout, an error or an unparsable verdict scores None (TRL skips it), never 0, and is counted: ``stats()`` has
 the counts, the guard (``guard.GuardedReward``) counts them as failures (``take_failures``) so a judge that fails
 mid-run trips ``max_reward_failure_rate`` like any broken reward, and each call logs ``judge/seconds`` (the
-judge's wall time in the step) through TRL's ``log_metric``. Scores are cached by (rubric, prompt, completion).
+judge's wall time in the step) through TRL's ``log_metric``, with the share of completions that address the
+judge and their mean score (``judge/<name>/addressed``, ``.../addressed_score``: the health monitor's
+judge_hacking). Scores are cached by (rubric, prompt, completion).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from grpo_fast.rewards.judge_client import Backend, CallFailed, HttpJudge, Local
 from grpo_fast.rewards.judge_prompts import (
     Case,
     Rubric,
+    addresses_grader,
     groupwise,
     make_rubric,
     parse_group,
@@ -122,6 +125,12 @@ class JudgeReward:
         if callable(log_metric):
             log_metric("judge/seconds", self.last_seconds)
             log_metric(f"judge/{self.__name__}/failed", len(failed) / max(1, n))
+            # completions that speak to the judge, and what it gave them: the health monitor's judge_hacking
+            addressed = [scores[i] for i, text in enumerate(texts) if addresses_grader(text)]
+            log_metric(f"judge/{self.__name__}/addressed", len(addressed) / max(1, n))
+            if any(s is not None for s in addressed):
+                log_metric(f"judge/{self.__name__}/addressed_score",
+                           sum(s for s in addressed if s is not None) / sum(s is not None for s in addressed))
         return scores
 
     def _key(self, case: Case, *answers: str) -> tuple:
@@ -214,7 +223,7 @@ class JudgeReward:
 def make_llm_judge_reward(rubric: str | dict | None = None, scale: Sequence[int] | None = None,
                           endpoint: str | None = None, judge_model: str = "embedded", api_key_env: str | None = None,
                           mode: str = "pointwise", timeout: float = 30.0, concurrency: int = 4,
-                          max_tokens: int = 32, screen: bool = True, self_test: str = "warn",
+                          max_tokens: int = 32, screen: bool = True, self_test: str | bool = "warn",
                           min_agreement: float = 0.6, self_test_rows: int = 8, name: str = "llm_judge"
                           ) -> JudgeReward:
     """An LLM judge: ``rubric`` (qa | summarization | your criteria with ``scale: [low, high]``), served by
@@ -223,6 +232,8 @@ def make_llm_judge_reward(rubric: str | dict | None = None, scale: Sequence[int]
     ``mode``: pointwise | group. ``self_test``: warn | refuse | off, against ``min_agreement``. A UserError's
     ``where`` is the parameter's name; the registry makes it ``rewards[i].<name>``."""
     where: Callable[[str], str] = str
+    if self_test is False:  # YAML reads an unquoted `off` as false
+        self_test = "off"
     if mode not in ("pointwise", "group"):
         raise UserError(f"mode {mode!r} is not pointwise or group", where("mode"), "mode: pointwise (or group)")
     if self_test not in ("warn", "refuse", "off"):

@@ -166,14 +166,19 @@ def resolve_rewards(spec: Any, default: RewardSet, weights: list[float] | None =
 
 def spec_reward(item: Any, own: Sequence[RewardFunc] = ()) -> RewardFunc:
     """One ``rewards:`` entry: ``{model: ...}`` a reward model TRL scores with, else a reward by name."""
+    loading = {k: v for k in ("dtype", "load_in_4bit") if (v := getattr(item, k, None)) is not None}
     if getattr(item, "model", None) is not None:
         if item.name is not None:
             raise UserError(f"a rewards entry has both name {item.name!r} and model {item.model!r}", "model",
                             "one entry per reward: a name, or a model")
         if item.params:
             raise UserError(f"a reward model takes no parameters (got {', '.join(item.params)})", "model",
-                            "give only model and weight")
-        return make_reward_model(item.model)
+                            "give model, weight, and optionally dtype and load_in_4bit")
+        return make_reward_model(item.model, **loading)
+    if loading:
+        key = next(iter(loading))
+        raise UserError(f"{key} applies to a reward model (an entry with model:), not to {item.name!r}", key,
+                        f"remove {key} from this entry")
     if item.name is None:
         raise UserError("a rewards entry needs a name (or a model)", "name", "e.g. - {name: fuzzy_match, weight: 2}")
     return get_reward(item.name, own, **item.params)

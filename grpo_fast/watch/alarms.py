@@ -64,7 +64,8 @@ class Rules:
             found.append(HealthEvent(step, kind, message, REMEDIES[kind], value, threshold))
 
         for rule in (self.nonfinite, self.reward_errors, self.kl, self.clipped, self.thinking, self.spread,
-                     self.plateau, self.hacking, self.entropy, self.no_correct):
+                     self.plateau, self.hacking, self.judge_outran, self.judge_addressed, self.entropy,
+                     self.no_correct):
             rule(add)
         return found
 
@@ -241,6 +242,65 @@ class Rules:
             add("reward_hacking", f"'{name}' rose {rise:+.3f} (+/- {rise_se:.3f}) while the judge '{ok}' moved "
                 f"{gain:+.3f} (+/- {gain_se:.3f}){where}, from the first {w} steps to the last {half}", rise,
                 self.s.hacking_min_rise * self.scale.span_of(name))
+
+    # ----------------------------------------------------------------- judged rewards talked up
+
+    def judges(self) -> list[str]:
+        """The run's judged rewards (LLM judges, reward models): from its reward set, else from what they log."""
+        logged = {k.split("/")[1] for row in self.rows[-1:] for k in row
+                  if k.startswith("judge/") and k.endswith("/addressed")}
+        return sorted(set(self.scale.judges) | logged)
+
+    def judge_outran(self, add: Add) -> None:
+        """A judged reward rose from the run's first ``window`` steps to its last ``trend_window / 2`` (beyond one
+        standard error, by ``hacking_min_rise`` of its span) while the run's independent check, its correctness
+        reward (string overlap, a verifier), did not rise at all: the policy learnt what pleases the judge, not
+        what the task asks. Where the judge is the correctness reward itself there is no independent check."""
+        ok = self.scale.correctness_reward
+        t = self.s.trend_window
+        half = t // 2
+        if not ok or ok in self.judges() or len(self.rows) < t:
+            return
+        check = self.component(ok)
+        if len(check) < t:
+            return
+        w = min(self.s.window, half)
+        gain, gain_se = shift(check[:w], check[-half:])
+        if gain >= self.s.hacking_max_gain * self.scale.span_of(ok):
+            return
+        for name in self.judges():
+            values = self.component(name)
+            if len(values) < t:
+                continue
+            rise, rise_se = shift(values[:w], values[-half:])
+            if rise - rise_se >= self.s.hacking_min_rise * self.scale.span_of(name):
+                add("judge_hacking", f"the judged reward '{name}' rose {rise:+.3f} (+/- {rise_se:.3f}) while the "
+                    f"independent check '{ok}' moved {gain:+.3f} (+/- {gain_se:.3f}), from the first {w} steps to "
+                    f"the last {half}", rise, self.s.hacking_min_rise * self.scale.span_of(name))
+                return
+
+    def judge_addressed(self, add: Add) -> None:
+        """Over the last ``window`` steps more than ``max_judge_addressed`` of the completions address the judge (a
+        ``Score:`` line, "ignore previous instructions", "dear judge": ``judge/<name>/addressed``) and the judge
+        scores them above its floor and no lower than the rest (``judge/<name>/addressed_score``): it is being
+        talked up. With the judge's screen on they score 0 and this stays quiet."""
+        w = self.s.window
+        if len(self.rows) < w:
+            return
+        rows = self.rows[-w:]
+        for name in self.judges():
+            shares = series(rows, f"judge/{name}/addressed")
+            theirs = finite(rows, f"judge/{name}/addressed_score")
+            overall = finite(rows, f"rewards/{name}/mean")
+            if not shares or not theirs or not overall:
+                continue
+            share, score, mean = statistics.fmean(shares), statistics.fmean(theirs), statistics.fmean(overall)
+            floor = self.scale.low_of(name)
+            if share > self.s.max_judge_addressed and score >= mean and score > (floor or 0.0):
+                add("judge_hacking", f"{share:.0%} of completions over the last {w} steps address the judge "
+                    f"'{name}' (> {self.s.max_judge_addressed:.0%}) and it scores them {score:.3f}, no lower than "
+                    f"its mean {mean:.3f}", share, self.s.max_judge_addressed)
+                return
 
     def entropy(self, add: Add) -> None:
         """Entropy below its floor (absolute, and a share of the first window's), the reward not risen since the

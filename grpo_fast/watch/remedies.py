@@ -19,6 +19,10 @@ REMEDIES: dict[str, str] = {
     "reward_hacking": "a non-judge reward (format, style, length) rises while the judge stays at its floor: the "
                       "model games that reward. Lower its weight (or gate it on correctness) and check the judge's "
                       "logic on real samples (`grpo-fast rewards check`)",
+    "judge_hacking": "a judged reward (LLM judge, reward model) rises while the independent check does not, or "
+                     "scores completions that address it: the model talks the judge up or games its blind spots. "
+                     "Read samples.jsonl, keep the judge's screen on (screen: true), run `grpo-fast rewards check` "
+                     "(its injection probes), weigh the independent check more, or use a stronger judge",
     "no_signal": "the reward sat at its maximum with no spread from the first steps: GRPO has nothing to learn. "
                  "Use a harder task (harder prompts, a stricter judge), or run `grpo-fast rewards check` on the "
                  "judge: one that says yes to everything gives wrong answers full marks",

@@ -1,16 +1,15 @@
 """Run report: one self-contained report.html (plots embedded) that answers "did this run work, and why not?".
 
 Reads only the run directory (metrics.jsonl, health.jsonl, eval.json, samples.jsonl, summary.json,
-config.yaml), so it works on a finished run, a running one and a crashed one alike. The plots are also
-written as PNGs under ``plots/``.
+config.yaml), so it works on a finished run, a running one and a crashed one alike. The plots (``watch.plots``)
+are also written as PNGs under ``plots/``.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import math
-from dataclasses import dataclass
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -19,68 +18,11 @@ import yaml
 from grpo_fast import files, rundir
 from grpo_fast.watch.completions import answers_html, completion_html
 from grpo_fast.watch.completions import escape as _e
-from grpo_fast.watch.remedies import NOTES
+from grpo_fast.watch.plots import is_note, plot_specs, render_plot, warnings_on
 
 REPORT_FILE = rundir.REPORT_FILE
 PLOTS_DIR = "plots"
-EMA_ALPHA = 0.3
-
-
-@dataclass(frozen=True)
-class PlotSpec:
-    """One figure: which metrics, how to label it, and a health threshold to draw (if any)."""
-
-    name: str
-    title: str
-    ylabel: str
-    keys: tuple[str, ...]
-    threshold: float | None = None
-    threshold_label: str = ""
-
-
-def _plot_specs(metrics: list[dict]) -> list[PlotSpec]:
-    per_reward = tuple(sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
-    return [
-        PlotSpec("rewards", "Reward: total and per reward function", "mean reward per completion",
-                 ("reward",) + per_reward),
-        PlotSpec("reward_std", "Reward spread (GRPO learns only from differences)", "std of reward (reward units)",
-                 ("reward_std",)),
-        PlotSpec("zero_std", "Groups with identical rewards (no learning signal)", "fraction of groups (0-1)",
-                 ("frac_reward_zero_std",), 0.9, "alarm at 0.9 with the reward at its floor or flat"),
-        PlotSpec("kl", "KL divergence from the reference model", "KL (nats per token)", ("kl",), 0.5,
-                 "default health alarm above 0.5"),
-        PlotSpec("entropy", "Token entropy of the policy", "entropy (nats per token)", ("entropy",), 0.05,
-                 "floor 0.05: an alarm only if the reward did not rise"),
-        PlotSpec("length", "Completion length", "tokens per completion",
-                 ("completions/mean_length", "completions/mean_terminated_length")),
-        PlotSpec("clipped", "Completions cut at max_completion_length", "fraction of completions (0-1)",
-                 ("completions/clipped_ratio",), 0.5, "default health alarm above 0.5"),
-    ]
-
-
-def smooth(values: list[float | None], alpha: float = EMA_ALPHA) -> list[float | None]:
-    """Exponential moving average that skips missing values (drawn beside the raw curve)."""
-    out, ema = [], None
-    for v in values:
-        if v is not None:
-            ema = v if ema is None else alpha * v + (1 - alpha) * ema
-        out.append(ema)
-    return out
-
-
-CURVE_OF = {"low_reward_std": "reward_std", "zero_std_groups": "zero_std", "kl_high": "kl",
-            "entropy_collapse": "entropy", "clipped": "clipped"}
-"""The figure a health warning is drawn and explained next to; every other kind belongs to the reward curve."""
-
-
-def is_note(event: dict) -> bool:
-    """An informational health note (converged), not a warning; older runs wrote no "note" action."""
-    return event.get("action") == "note" or event.get("kind") in NOTES
-
-
-def warnings_on(curve: str, events: list[dict]) -> list[dict]:
-    """The health warnings (not notes) that belong to one figure."""
-    return [e for e in events if not is_note(e) and CURVE_OF.get(str(e.get("kind")), "rewards") == curve]
+JUDGE_COUNTS = ("judged", "cached", "screened", "timeouts", "errors", "unparsable")
 
 
 def _by_kind(events: list[dict]) -> list[list[dict]]:
@@ -96,79 +38,7 @@ def _alarm_caption(group: list[dict]) -> str:
             f'{_e(first.get("message"))}{again}<br>remedy: {_e(first.get("remedy"))}</p>')
 
 
-def _label(key: str) -> str:
-    if key == "reward":
-        return "total (weighted sum)"
-    if key.startswith("rewards/"):
-        return key.split("/")[1]
-    return key.split("/")[-1].replace("_", " ")
-
-
-def plot_rewards(metrics: list[dict], path: Path, title: str, reward_max: float | None = None) -> None:
-    """Total and per-reward mean reward per step, raw and smoothed, as a PNG (the report's renderer)."""
-    keys = ("reward", *sorted({k for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}))
-    png = render_plot(PlotSpec("rewards", title, "mean reward per completion", keys), metrics, reward_max=reward_max)
-    if png:
-        files.atomic_write(path, png)
-
-
-def render_plot(spec: PlotSpec, metrics: list[dict], events: list[dict] = (),
-                reward_max: float | None = None) -> bytes | None:
-    """The PNG of one figure, or None when no step logged any of its metrics."""
-    import matplotlib.pyplot as plt
-
-    fig = figure(spec, metrics, events, reward_max)
-    if fig is None:
-        return None
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def figure(spec: PlotSpec, metrics: list[dict], events: list[dict] = (), reward_max: float | None = None) -> Any:
-    """The matplotlib figure of one plot (the reward axis reaches the highest possible reward), or None."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    rows = [m for m in metrics if "step" in m]
-    keys = [k for k in spec.keys if any(isinstance(m.get(k), (int, float)) for m in rows)]
-    if not keys:
-        return None
-    steps = [m["step"] for m in rows]
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
-    for key in keys:
-        values = [m.get(key) if isinstance(m.get(key), (int, float)) else None for m in rows]
-        raw = [float("nan") if v is None else v for v in values]
-        total = key == "reward" and len(keys) > 1  # black and wider, so it shows even under an equal part
-        (line,) = ax.plot(steps, raw, alpha=0.3, linewidth=1, marker="." if len(steps) < 30 else None,
-                          **({"color": "black"} if total else {}))
-        ax.plot(steps, [float("nan") if v is None else v for v in smooth(values)], color=line.get_color(),
-                linewidth=4 if total else 2.2, label=f"{_label(key)}", zorder=1 if total else 2)
-    if spec.threshold is not None:
-        ax.axhline(spec.threshold, color="#c0392b", linestyle="--", linewidth=1, label=spec.threshold_label)
-    if spec.name == "rewards" and reward_max is not None:
-        ax.axhline(reward_max, color="#2c3e50", linestyle="-.", linewidth=1, label=f"maximum total {reward_max:g}")
-        ax.set_ylim(top=reward_max * 1.05 if reward_max > 0 else None)
-    for i, step in enumerate(sorted({e["step"] for e in warnings_on(spec.name, events) if "step" in e})):
-        ax.axvline(step, color="#c0392b", linestyle=":", linewidth=1, alpha=0.7,
-                   label="health warning" if i == 0 else None)
-    ax.set_title(spec.title, fontsize=11)
-    ax.set_xlabel("training step")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(spec.ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best", title=f"thick: smoothed (EMA {EMA_ALPHA}); faint: raw", title_fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
 # --------------------------------------------------------------------------- HTML
-
-
 
 
 def _num(value: Any) -> str:
@@ -286,6 +156,27 @@ def _facts(config: dict, summary: dict | None, metrics: list[dict]) -> str:
     return _table([], rows, "facts")
 
 
+def _time_and_judges(summary: dict | None, metrics: list[dict]) -> str:
+    """Time per step split into the judge's share (``judge/seconds``) and the rest (generation, the other rewards
+    and training: TRL's ``step_time`` holds them all), and each judge's counts from summary.json."""
+    rows = []
+    steps = [m for m in metrics if isinstance(m.get("step_time"), (int, float))]
+    judged = [m["judge/seconds"] for m in steps if isinstance(m.get("judge/seconds"), (int, float))]
+    if steps and judged:
+        step = statistics.fmean(m["step_time"] for m in steps)
+        judge = statistics.fmean(judged)
+        rows.append(["time per step (mean over logged steps)",
+                     f"{step:.1f} s: judge {judge:.1f} s ({judge / step:.0%}), generation and training "
+                     f"{max(0.0, step - judge):.1f} s"])
+    for name, stats in ((summary or {}).get("judges") or {}).items():
+        counts = ", ".join(f"{stats[k]} {k}" for k in JUDGE_COUNTS if stats.get(k))
+        agreement = stats.get("self_test_agreement")
+        rows.append([f"judge {name}", f"{stats.get('samples', 0)} samples in {stats.get('seconds', 0):.1f} s: "
+                     f"{counts or 'none scored'}" + (f"; self-test agreement {agreement:.2f}"
+                                                     if isinstance(agreement, (int, float)) else "")])
+    return _table([], [[_e(a), _e(b)] for a, b in rows], "facts") if rows else ""
+
+
 def _cpu_choices(summary: dict | None) -> str:
     """The speed-ups the run chose on its CPU, and why (summary.json's ``cpu_choices``); empty when none."""
     record = (summary or {}).get("cpu_choices") or {}
@@ -322,7 +213,7 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     reward_max = (summary or {}).get("reward_max")
 
     images = []
-    for spec in _plot_specs(metrics):
+    for spec in plot_specs(metrics):
         png = render_plot(spec, metrics, events, reward_max=reward_max)
         if png is None:
             continue
@@ -336,7 +227,8 @@ def write_report(run_dir: str | Path, *, max_samples: int = 12) -> Path:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>",
              f"<p>{_status(summary, metrics, events)}</p>", _headline(evaluation, events),
-             "<h2>The run</h2>", _facts(config, summary, metrics), _cpu_choices(summary), _sandbox(summary)]
+             "<h2>The run</h2>", _facts(config, summary, metrics), _time_and_judges(summary, metrics),
+             _cpu_choices(summary), _sandbox(summary)]
 
     notes = sum(is_note(e) for e in events)
     parts.append(f"<h2>Health events ({len(events) - notes} warning(s), {notes} note(s))</h2>")

@@ -12,6 +12,8 @@ from typing import Any
 from grpo_fast.watch.remedies import NOTES
 
 Row = dict[str, float | None]
+JUDGED = ("judge", "preference")
+"""``reward_kind`` of the judged rewards: an LLM judge (rewards.judged), a reward model (rewards.reward_model)."""
 
 
 @dataclass
@@ -60,6 +62,8 @@ class RewardScale:
     format_reward: str | None = None
     correctness_reward: str | None = None
     ranges: tuple[tuple[str, float, float], ...] = ()
+    judges: tuple[str, ...] = ()
+    """The judged rewards (an LLM judge, a reward model): scores a model can talk up, checked against the rest."""
     learned: tuple[float, float] | None = None
     """The lowest and highest mean reward minus / plus its spread seen so far (only when no range is declared)."""
 
@@ -95,21 +99,23 @@ class RewardScale:
     def gameable(self) -> list[str]:
         """The rewards other than the judge (format, style, length): those a model can game (the format reward
         alone when the rewards declare no ranges)."""
-        names = [n for n, _, _ in self.ranges if n != self.correctness_reward]
+        names = [n for n, _, _ in self.ranges if n != self.correctness_reward and n not in self.judges]
         return names or ([self.format_reward] if self.format_reward else [])
 
     @classmethod
     def of(cls, rewards: Any) -> RewardScale:
-        """From a ``RewardSet``: weighted floor and maximum of the total, the judge and the format reward."""
+        """From a ``RewardSet``: weighted floor and maximum of the total, the judge and the format reward, the
+        judged rewards."""
         spans, low, high = [], 0.0, 0.0
+        judges = tuple(fn.__name__ for fn, _ in rewards.rewards if getattr(fn, "reward_kind", None) in JUDGED)
         for fn, weight in rewards.rewards:
             lo, hi = getattr(fn, "reward_range", (None, None))
             if lo is None or hi is None:
-                return cls(format_reward=rewards.format, correctness_reward=rewards.correctness)
+                return cls(format_reward=rewards.format, correctness_reward=rewards.correctness, judges=judges)
             spans.append((fn.__name__, float(lo), float(hi)))
             low += weight * (lo if weight >= 0 else hi)
             high += weight * (hi if weight >= 0 else lo)
-        return cls(low, high, rewards.format, rewards.correctness, tuple(spans))
+        return cls(low, high, rewards.format, rewards.correctness, tuple(spans), judges)
 
 
 def value(row: Row, key: str) -> float | None:

@@ -99,7 +99,7 @@ def test_not_a_run_directory(tmp_path):
 def test_reward_axis_reaches_the_highest_possible_reward(tmp_path):
     import matplotlib.pyplot as plt
 
-    from grpo_fast.watch.report import PlotSpec, figure
+    from grpo_fast.watch.plots import PlotSpec, figure
 
     metrics = read_jsonl(make_run(tmp_path / "run") / "metrics.jsonl")
     fig = figure(PlotSpec("rewards", "t", "y", ("reward",)), metrics, reward_max=6.0)
@@ -134,3 +134,21 @@ def test_report_folds_thinking_and_counts_rows_judged_not_applicable(tmp_path):
     assert "<details><summary>thinking (22 characters)</summary><pre>3 and 4 &lt;b&gt;make&lt;/b&gt; 7.</pre>" in page
     assert "never closed: nothing after it was judged" in page and "(no answer)" in page
     assert "sum_correct: not applicable (None)" in page and "8.3% of completions" in page
+
+
+def test_judge_time_is_shown_beside_the_step_and_each_judges_counts(tmp_path):
+    run = make_run(tmp_path / "run", steps=4)
+    metrics = read_jsonl(run / "metrics.jsonl")
+    (run / "metrics.jsonl").unlink()
+    for m in metrics:
+        append_jsonl(run / "metrics.jsonl", {**m, "step_time": 10.0, "judge/seconds": 4.0})
+    write_json(run / "summary.json", {"steps": 4, "judges": {"llm_judge": {
+        "samples": 16, "judged": 12, "screened": 2, "timeouts": 2, "errors": 0, "seconds": 16.0,
+        "self_test_agreement": 0.625}}})
+    page = write_report(run).read_text()
+    assert "10.0 s: judge 4.0 s (40%), generation and training 6.0 s" in page
+    assert "16 samples in 16.0 s: 12 judged, 2 screened, 2 timeouts; self-test agreement 0.62" in page
+    assert (run / PLOTS_DIR / "time.png").read_bytes().startswith(b"\x89PNG")
+    plain = make_run(tmp_path / "plain", steps=4)  # no judge, no step time: neither line nor figure
+    page = write_report(plain).read_text()
+    assert "judge" not in page.split("<h2>Health events")[0] and not (plain / PLOTS_DIR / "time.png").exists()
