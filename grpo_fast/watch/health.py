@@ -206,7 +206,7 @@ class Replay:
     def text(self) -> str:
         lines = [e.text(replayed=True) for e in self.events]
         reward = (f"reward range {self.scale.low:g}..{self.scale.high:g}" if self.scale.high is not None
-                  else "reward range unknown")
+                  else "reward range unknown" + (f" ({self.scale.unknown})" if self.scale.unknown else ""))
         verdict = (f"{len(self.warnings)} warning(s)" if self.warnings else "no warning") + \
             (f", {len(self.events) - len(self.warnings)} note(s)" if len(self.events) > len(self.warnings) else "")
         stop = f"; on_alarm: stop would stop it at step {self.stopped_by.step}" if self.stopped_by else ""
@@ -281,16 +281,20 @@ def _config(folder: Path) -> dict:
             if (place / name).is_file():
                 try:
                     data = files.read_yaml(place / name)
-                except Exception:  # a config that does not parse: replay without the reward range
-                    return {}
-                return {**data, "_base": str(place)} if isinstance(data, dict) else {}
+                except Exception as err:  # a config that does not parse: replay without the reward range, said
+                    return {"_unknown": f"{place / name} does not parse: {type(err).__name__}"}
+                if not isinstance(data, dict):
+                    return {"_unknown": f"{place / name} is not a mapping"}
+                return {**data, "_base": str(place)}
     return {}
 
 
 def _scale(config: dict, source: Path) -> RewardScale:
     """The reward's range from the run's config, when its rewards can be built here; else unknown."""
     if not config:
-        return RewardScale()
+        return RewardScale(unknown="no config.yaml or run.yaml beside the metrics")
+    if "_unknown" in config:
+        return RewardScale(unknown=config["_unknown"])
 
     try:
         recipe = get_recipe(str(config.get("recipe", "demo")))
@@ -305,8 +309,9 @@ def _scale(config: dict, source: Path) -> RewardScale:
             spec = [RewardSpec(**item) for item in items]
         weights = config.get("reward_weights")
         return RewardScale.of(resolve_rewards(spec, recipe.rewards, list(weights) if weights else None))
-    except Exception:  # a reward this machine cannot import (moved file, missing package): range unknown
-        return RewardScale()
+    except Exception as err:  # a reward this machine cannot import (moved file, missing package): range unknown
+        first = (str(err).strip().splitlines() or [""])[0].removeprefix("error: ")
+        return RewardScale(unknown=f"the run's rewards cannot be built here: {first}"[:300])
 
 
 make_callable(__name__, health)

@@ -66,6 +66,8 @@ class RewardScale:
     """The judged rewards (an LLM judge, a reward model): scores a model can talk up, checked against the rest."""
     learned: tuple[float, float] | None = None
     """The lowest and highest mean reward minus / plus its spread seen so far (only when no range is declared)."""
+    unknown: str = ""
+    """Why a replay could not rebuild the run's rewards (its range is then unknown): said beside the verdict."""
 
     @property
     def declared(self) -> bool:

@@ -55,6 +55,22 @@ def test_a_trl_trainer_state_replays_like_the_kit_log(tmp_path):
     assert [(e.kind, e.step) for e in trl.events] == [(e.kind, e.step) for e in kit.events]
 
 
+@pytest.mark.parametrize("config, said", [
+    (None, "reward range unknown (no config.yaml or run.yaml beside the metrics)"),
+    ("recipe: demo\nrewards: [{name: 'gone.py:score'}]\n", "reward range unknown (the run's rewards cannot be built "
+                                                           "here: "),
+    ("recipe: [demo\n", "reward range unknown ("),
+])
+def test_a_range_the_replay_cannot_rebuild_is_said_with_its_reason(tmp_path, config, said):
+    """A replay whose rewards cannot be rebuilt here weighs the rewards against the learnt span, and says why."""
+    (tmp_path / "metrics.jsonl").write_text((CORPUS / "clipped" / "metrics.jsonl").read_text())
+    if config is not None:
+        (tmp_path / "config.yaml").write_text(config)
+    replay = grpo_fast.health(tmp_path)
+    assert replay.scale.high is None and said in replay.text().splitlines()[-1], replay.text()
+    assert replay.scale.unknown
+
+
 def test_cli_prints_the_events_and_exits_1_on_a_warning(capsys):
     assert cli.main(["health", str(CORPUS / "clipped"), "--on-alarm", "stop"]) == 1
     out = capsys.readouterr().out
