@@ -121,14 +121,16 @@ def _rewards_check(args: argparse.Namespace) -> int:
         cfg, rewards = resolve_config(recipe.name), PRESETS[key]
         own = own_programs(recipe, cfg, rewards, args.programs)  # a bad programs file stops before the slow part
         rows = recipe.rows(cfg)
-        audit = audit_gold(rewards, rows, recipe.gold)
+        audit, unchecked = audit_gold(rewards, rows, recipe.gold), None
     else:
         cfg = resolve_config(args.target, args.overrides)
         recipe = get_recipe(cfg.recipe)
         own = own_programs(recipe, cfg, run_rewards(cfg, recipe), args.programs)
         prep = prepare(cfg, force=True, measure=False)
         rewards, rows, audit, recipe = prep.rewards, prep.train_rows, prep.gold, prep.recipe
-    print(audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold and not audit.mostly_failing))
+        unchecked = prep.gold_unchecked
+    print(unchecked or audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold
+                                     and not audit.mostly_failing))
     if audit.mostly_failing:
         raise UserError(f"{len(audit.failures)} of {len(audit.checked)} reference solutions do not get full "
                         f"'{audit.reward}': the reward or the data is broken", args.target,
@@ -138,7 +140,8 @@ def _rewards_check(args: argparse.Namespace) -> int:
     report = run_check(rewards, rows, gold=recipe.gold, probes=recipe.probes,
                        checks=(*recipe.checks, *([own.check] if own else []), injection_check(rows, recipe.gold)),
                        threshold=args.threshold,
-                       max_rows=args.rows, no_gold="the programs below stand in" if own and own.right else None)
+                       max_rows=args.rows, no_gold="the programs below stand in" if own and own.right else None,
+                       unchecked=unchecked and unchecked.removeprefix("gold self-test: not checked: "))
     if audit.checked:
         report.lines.insert(0, audit_line(audit))
     report.print()

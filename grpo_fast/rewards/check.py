@@ -154,13 +154,14 @@ def _name(fn: Any) -> str:
 
 def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold, probes: Sequence[Probe] = (),
               checks: Sequence[Callable[[RewardSet], list[CheckLine]]] = (), threshold: float = 0.5,
-              max_rows: int = 8, no_gold: str | None = None) -> CheckReport:
+              max_rows: int = 8, no_gold: str | None = None, unchecked: str | None = None) -> CheckReport:
     """Check a reward set on dataset rows: (a) ``gold`` completions earn the correctness reward's maximum;
     (b) no probe (the generic ones, then the task's ``probes``) scores above ``threshold`` x a reward's maximum
     (penalties, maximum <= 0, are skipped); (c) the task's own ``checks`` (e.g. honest programs for code).
 
     Data without any reference fails (a) unless ``no_gold`` says what stands in for the references (a check in
-    ``checks`` that shows a right answer earning full marks, e.g. the user's own programs)."""
+    ``checks`` that shows a right answer earning full marks, e.g. the user's own programs). ``unchecked``: why the
+    training run's gold self-test could not check the judge, said in place of the generic note."""
     rows = [dict(r) for r in list(rows)[:max_rows]]
     if not rows:
         raise ValueError("run_check needs at least one dataset row")
@@ -168,7 +169,7 @@ def run_check(rewards: RewardSet, rows: Sequence[dict[str, Any]], *, gold: Gold,
     report = CheckReport(name=rewards.name, rewards=names, correctness=[rewards.correctness], threshold=threshold)
     if rewards.correctness not in names:
         report.lines.append(CheckLine("gold", rewards.correctness, None, None, False, "correctness reward not in list"))
-    _check_gold(report, funcs, names, rows, gold, no_gold)
+    _check_gold(report, funcs, names, rows, gold, no_gold, unchecked)
     _check_probes(report, funcs, names, rows, [*GENERIC_PROBES, *probes], threshold)
     for check in checks:
         report.lines.extend(check(rewards))
@@ -211,6 +212,8 @@ class GoldAudit:
         """What the self-test found, in a few lines: the count, the top reasons, the rows (dropped or failing)."""
         scope = (f"a random sample of {len(self.checked)} of {self.total} rows" if self.sampled
                  else f"all {self.total} rows")
+        if not self.total:
+            return f"gold self-test: not checked: no row has a reference for '{self.reward}' to score"
         if not self.failures:
             return f"gold self-test ({scope}): every reference gets full '{self.reward}'"
         lines = [f"gold self-test ({scope}): {len(self.failures)} of {len(self.checked)} reference solutions do "
@@ -289,11 +292,12 @@ def audit_line(audit: GoldAudit) -> CheckLine:
 
 
 def _check_gold(report: CheckReport, funcs: list, names: list[str], rows: list[dict], gold: Gold,
-                no_gold: str | None) -> None:
+                no_gold: str | None, unchecked: str | None) -> None:
     golds = [(r, gold(r)) for r in rows]
     golds = [(r, g) for r, g in golds if g is not None]
     if not golds:
-        note = f"no row has a reference answer; {no_gold}" if no_gold else "no row has a reference answer"
+        why = unchecked or "no row has a reference answer"
+        note = f"{why}; {no_gold}" if no_gold else why
         report.lines.append(CheckLine("gold", "-", None, None, no_gold is not None, note))
         return
     for fn, name in zip(funcs, names):

@@ -45,6 +45,9 @@ class Prepared:
     """The run's thinking mode (models.thinking): the same in training, evaluation, chat and generate."""
     sandbox: dict[str, Any] | None = None
     """A run that scores code: the sandbox's level and what a program can still reach (summary.json, report)."""
+    gold_unchecked: str | None = None
+    """Why the gold self-test could not check the judge (no gold reply, or a bare reference it never gives full
+    marks): ``grpo-fast rewards check`` says the same."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -121,7 +124,8 @@ def prepare(cfg: RunConfig, force: bool = False, measure: bool = True) -> Prepar
         report.append(audit.summary())
     report.extend(run_self_tests(rewards.funcs, train_rows, recipe.gold, cfg.where))  # LLM judges, before training
     report.append(memory_line(cfg, stats.max))
-    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox)
+    return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox,
+                    said)
 
 
 def gold_audit(rewards: RewardSet, rows: list[dict], recipe: Recipe) -> tuple[GoldAudit, str | None]:

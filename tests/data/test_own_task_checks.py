@@ -89,7 +89,8 @@ def test_text_prompts_become_chat_and_every_column_reaches_the_rewards(tiny_mode
     assert any("short_reply declare(s) no score range" in line and "learns" in line for line in prep.report)
 
 
-def test_a_judge_that_wants_a_layout_gets_one_line_not_a_refusal(tiny_model_dir, tmp_path, monkeypatch):
+def test_a_judge_that_wants_a_layout_gets_one_line_not_a_refusal(tiny_model_dir, tmp_path, monkeypatch,
+                                                                   capsys):
     monkeypatch.chdir(tmp_path)
     data = write_task(tmp_path, "chat")
     (tmp_path / "strict.py").write_text(
@@ -101,6 +102,10 @@ def test_a_judge_that_wants_a_layout_gets_one_line_not_a_refusal(tiny_model_dir,
     prep = prepare(resolve_config("trl", [f"model={tiny_model_dir}", f"dataset={data}", strict]))
     said = [line for line in prep.report if line.startswith("gold self-test")]
     assert said == [said[0]] and "not checked" in said[0] and "'gold' column" in said[0]
+    # `rewards check` says the same of the same config, not that no row has a reference
+    assert main(["rewards", "check", "trl", f"model={tiny_model_dir}", f"dataset={data}", strict]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == said[0] and "every reference" not in out and "no row has a reference" not in out
     with_gold = write_task(tmp_path, "chat", gold=True)
     prep = prepare(resolve_config("trl", [f"model={tiny_model_dir}", f"dataset={with_gold}", strict]))
     assert any(line.startswith("gold self-test (all ") and "every reference" in line for line in prep.report)
