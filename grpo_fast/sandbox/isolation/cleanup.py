@@ -76,13 +76,15 @@ class Leftovers:
     at every entry of the host's /tmp (hundreds on a busy host: most of a container job's clean-up). Where inotify
     is refused, a directory is scanned whole at every clean-up; after a queue overflow, once, for every job uid."""
 
-    def __init__(self, is_job_uid: Callable[[int], bool], dirs: tuple[str, ...] = SHARED_DIRS) -> None:
+    def __init__(self, is_job_uid: Callable[[int], bool], dirs: tuple[str, ...] = SHARED_DIRS,
+                 watch: tuple[str, ...] = WATCHED_DIRS) -> None:
+        """``dirs``: where jobs may leave entries; ``watch``: those of them inotify covers fully."""
         self.is_job_uid = is_job_uid
         self.watched: dict[int, str] = {}  # watch descriptor -> directory
         self.names: set[str] = set()  # paths that may hold a job's entry
         self.fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd >= 0:
-            for top in (d for d in dirs if d in WATCHED_DIRS and os.path.isdir(d)):
+            for top in (d for d in dirs if d in watch and os.path.isdir(d)):
                 wd = _libc.inotify_add_watch(self.fd, top.encode(), _IN_CREATE | _IN_MOVED_TO)
                 if wd >= 0:
                     self.watched[wd] = top

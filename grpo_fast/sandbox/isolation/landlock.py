@@ -10,7 +10,8 @@ Two layers, stacked (Landlock intersects them):
   the domain;
 * each job process's own (``Landlock.confine_job``), reads and writes: no temporary directory but its own working
   directory and, for root's jobs, ``/dev/shm`` (where the C library keeps POSIX semaphores; cleaned by uid after
-  the job), writes only there and to the devices. A normal user's jobs run as the user's uid: ``/dev/shm`` holds
+  the job), writes only there and to the devices. Every rule but the working directory's is opened once, by the
+  template; a job's process only adds them. A normal user's jobs run as the user's uid: ``/dev/shm`` holds
   the user's own programs' memory and nothing of a job's could be told from theirs, so it stays closed (no
   ``multiprocessing`` locks). The two intersect: what a job reads is what both allow.
 
