@@ -26,8 +26,7 @@ JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its
 PROGRAM_CPU_EXTRA_S = 2  # a program's CPU-time limit past its timeout
 JUDGE_CPU_EXTRA_S = 5
 _environment_of = ""  # the working directory that os.environ was last set up for
-_host_tempdir = ""  # where jobs' own directories are made, found once (``find_tempdir``, ``tempdir``)
-MEMORY_DIR = "/dev/shm"
+_host_tempdir = ""  # the host's temporary directory, found once (``tempdir``)
 
 
 @dataclass
@@ -214,32 +213,9 @@ def enter_environment(workdir: str) -> None:
         sys.modules["tempfile"].tempdir = None
 
 
-def find_tempdir(memory: bool) -> str:
-    """Where the weaker levels make each job's own directory, found once by the template. ``memory`` (each job
-    under a uid of its own, whose files in /dev/shm the memory watch counts): ``/dev/shm`` where it is a memory
-    filesystem root can write in, as the strongest level's private /tmp is one (a directory made and removed per
-    job, and the program's file written in it, made a container's jobs wait on its disk's journal: ~0.5 ms a job,
-    at times tens of ms); else, and as the user's own uid, the host's temporary directory."""
-    global _host_tempdir
-    if memory and _memory_filesystem(MEMORY_DIR) and os.access(MEMORY_DIR, os.W_OK | os.X_OK):
-        _host_tempdir = MEMORY_DIR
-    return tempdir()
-
-
-def _memory_filesystem(path: str) -> bool:
-    """``path`` is a mount point of a tmpfs (the last mount there is the one seen)."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            found = [line.partition(" - ")[2].split()[:1] for line in f if line.split()[4:5] == [path]]
-    except OSError:
-        return False
-    return bool(found) and found[-1] == ["tmpfs"]
-
-
 def tempdir(new: bool = False) -> str:
-    """The directory jobs' own directories are made in (``find_tempdir``; else the host's temporary directory,
-    found once, by the template, before Landlock's layer: ``tempfile`` tries a write there), or a new directory
-    in it, mode 0700 (the weaker levels only)."""
+    """The host's temporary directory (found once, by the template, before Landlock's layer: ``tempfile`` tries
+    a write there), or a new directory in it, mode 0700 (the weaker levels only)."""
     global _host_tempdir
     if not _host_tempdir:
         import tempfile  # noqa: PLC0415 - not in the template of the namespaced levels: forks cost less

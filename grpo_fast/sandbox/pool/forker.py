@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from ..isolation import cgroups, cleanup, kernel, landlock, limits, memory, namespaces
 from ..policy import Policy
 from ..verdict import pytest_run, scratch
-from .contain import Job, enter_environment, find_tempdir, rmtree, run_judge, run_program, tempdir
+from .contain import Job, enter_environment, rmtree, run_judge, run_program, tempdir
 from .warmup import warm_up
 
 # after the judge is done: time for the program to flush its output and exit by itself
@@ -111,10 +111,6 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
         # /dev/shm is not the user's own
         watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)
         layers.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
-    # where jobs' own directories go, before anything uses it (Landlock's layer reads it only); in /dev/shm only
-    # where a job's files there count against its memory (its slot's cgroup, or the watch)
-    if policy.shares_host_dirs:
-        find_tempdir(memory=policy.uid_drop and (watch is None or watch.shm_dir is not None))
     # watched from before the first job (and before Landlock's layer: its reads only)
     leftovers = cleanup.Leftovers(lambda u: any(0 <= u - b < UID_SPAN for b in uid_bases)) \
         if policy.shares_host_dirs and policy.uid_drop else None
@@ -127,7 +123,7 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     if seccomp:
         limits.Seccomp(seccomp.template).install()
     # every job runs in the same working directory (or in a new one in the same place): its environment is set
-    # here (the forker's own temporary directory is already found)
+    # here (the host's temporary directory found before Landlock's layer, where it is one)
     enter_environment(namespaces.JOB_WORKDIR if policy.namespaces else tempdir())
     # a program writes through these (on its own pipes): empty from here on
     for stream in (sys.stdout, sys.stderr):
