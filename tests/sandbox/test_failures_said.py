@@ -99,3 +99,31 @@ def _clean_as_another_uid(tmp_path: Path, job: int, cleaner: int) -> None:
     assert removed == [str(open_ / "f")] and not (open_ / "f").exists()
     assert sorted(left) == [f"{locked / 'd'} (Permission denied)", f"{locked / 'f'} (Permission denied)"], left
     assert (locked / "f").exists() and (locked / "d" / "g").exists()
+
+
+@needs_root
+@pytest.mark.parametrize("inotify", [True, False], ids=["names-made-since", "whole-directory-scans"])
+def test_clean_up_by_uid_finds_what_each_job_uid_left(tmp_path: Path, inotify: bool) -> None:
+    """``cleanup.Leftovers`` (a forker's clean-up where jobs share the host's directories) removes every entry a
+    job's uid owns: one it owned before the pool started, files and directories made or renamed in since, in the
+    watched directories (inotify) as in those scanned whole; another job's entries stay until its own clean-up,
+    the host's always."""
+    shared, scanned, elsewhere = tmp_path / "shared", tmp_path / "scanned", tmp_path / "elsewhere"
+    for d in (shared, scanned, elsewhere):
+        d.mkdir()
+    one, two = 0x40000001, 0x40000002
+    (shared / "before").write_text("x")
+    os.chown(shared / "before", one, one)
+    found = cleanup.Leftovers(lambda uid: uid in (one, two), (str(shared), str(scanned)),
+                              (str(shared),) if inotify else ())
+    for path, uid in ((shared / "file", one), (shared / "dir", one), (shared / "dir" / "in", one),
+                      (scanned / "file", one), (shared / "other", two), (shared / "host", 0), (elsewhere / "r", one)):
+        path.mkdir() if path.name in ("dir", "other") else path.write_text("x")
+        os.chown(path, uid, uid)
+    (elsewhere / "r").rename(shared / "renamed")
+    removed, left = found.remove_owned(one)
+    assert not left and sorted(removed) == sorted(str(p) for p in (shared / "before", shared / "file", shared / "dir",
+                                                                   scanned / "file", shared / "renamed"))
+    assert sorted(p.name for p in shared.iterdir()) == ["host", "other"]
+    assert found.remove_owned(two) == ([str(shared / "other")], [])
+    assert [p.name for p in shared.iterdir()] == ["host"] and found.remove_owned(one) == ([], [])

@@ -1,9 +1,11 @@
 """Clean-up by uid where jobs share the host's directories (no mount or IPC namespace: a container): after every
 job, whatever its uid left in the world-writable directories and every SysV IPC object it owns are removed, so no
 job sees another's leftovers (a completion planting answers for the next one of its group). Each job has a uid of
-its own, so what that uid owns is exactly what the job left. Without a PID namespace a job's leftover processes
-are killed here too: by uid, or, as the user's own uid, as the trees below the forker's adopted orphans. Only the
-standard library is imported.
+its own, so what that uid owns is exactly what the job left. A forker's ``Leftovers`` looks only at the names
+created in those directories since the pool started (inotify), not at every entry of the host's ``/tmp`` twice a
+job. Without a PID namespace a job's leftover processes are killed here too: those of its uid among the forker's
+descendants (the forker is every job process's subreaper: none lives elsewhere), or, as the user's own uid, the
+trees below the forker's adopted orphans. Only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ import ctypes
 import os
 import shutil
 import signal
+import struct
 import time
+from collections.abc import Callable, Iterable
+from stat import S_ISDIR
 from typing import NamedTuple
 
 from ..policy import Policy
 from . import namespaces
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+# a name made there (file, directory, link, socket, rename) raises an inotify event; a POSIX queue (mq_open) may
+# not: /dev/mqueue is scanned at every clean-up
+WATCHED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+_IN_CREATE, _IN_MOVED_TO, _IN_Q_OVERFLOW, _IN_IGNORED = 0x100, 0x80, 0x4000, 0x8000
+_EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name, NUL-padded)
 _IPC_RMID = 0
 _IPC = (("shm", "shmctl", 1), ("sem", "semctl", 1), ("msg", "msgctl", 1))  # /proc/sysvipc file, call, id column
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -35,7 +45,8 @@ class Cleaned(NamedTuple):
 def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
     """Remove every entry of ``dirs`` owned by ``uid`` (a directory with all it holds), and its IPC objects.
     Never raises: what could not be removed is in ``left``, for the caller to report."""
-    removed, left = [], []
+    removed: list[str] = []
+    left: list[str] = []
     for top in dirs:
         try:
             entries = list(os.scandir(top))
@@ -43,17 +54,99 @@ def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
             continue
         for entry in entries:
             try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                why = remove_tree(entry.path) if entry.is_dir(follow_symlinks=False) else _unlink(entry.path)
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    _remove_entry(entry.path, entry.is_dir(follow_symlinks=False), removed, left)
             except OSError:
                 continue  # gone meanwhile (its owner's process removed it)
-            if why:
-                left.append(f"{entry.path} ({why})")
-            else:
-                removed.append(entry.path)
     ipc = remove_ipc(uid)
     return Cleaned(removed + ipc.removed, left + ipc.left)
+
+
+def _remove_entry(path: str, is_dir: bool, removed: list[str], left: list[str]) -> None:
+    why = remove_tree(path) if is_dir else _unlink(path)
+    if why:
+        left.append(f"{path} ({why})")
+    else:
+        removed.append(path)
+
+
+class Leftovers:
+    """``remove_owned`` for one forker's jobs, at the cost of what changed: in the directories inotify watches it
+    looks at the entries that may be a job's (those a job uid owned at the start, and every name made since), not
+    at every entry of the host's /tmp (hundreds on a busy host: most of a container job's clean-up). Where inotify
+    is refused, a directory is scanned whole at every clean-up; after a queue overflow, once, for every job uid."""
+
+    def __init__(self, is_job_uid: Callable[[int], bool], dirs: tuple[str, ...] = SHARED_DIRS,
+                 watch: tuple[str, ...] = WATCHED_DIRS) -> None:
+        """``dirs``: where jobs may leave entries; ``watch``: those of them inotify covers fully."""
+        self.is_job_uid = is_job_uid
+        self.watched: dict[int, str] = {}  # watch descriptor -> directory
+        self.names: set[str] = set()  # paths that may hold a job's entry
+        self.fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd >= 0:
+            for top in (d for d in dirs if d in watch and os.path.isdir(d)):
+                wd = _libc.inotify_add_watch(self.fd, top.encode(), _IN_CREATE | _IN_MOVED_TO)
+                if wd >= 0:
+                    self.watched[wd] = top
+        self.scanned = tuple(d for d in dirs if d not in self.watched.values())  # whole, at every clean-up
+        self._collect(self.watched.values())  # after the watches: nothing made in between is missed
+
+    def _collect(self, dirs: Iterable[str]) -> None:
+        """Every entry of ``dirs`` that a job uid owns becomes a name to look at."""
+        for top in list(dirs):
+            try:
+                entries = list(os.scandir(top))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if self.is_job_uid(entry.stat(follow_symlinks=False).st_uid):
+                        self.names.add(entry.path)
+                except OSError:
+                    continue
+
+    def _drain(self) -> None:
+        """The names made since the last clean-up; a full look where the kernel's queue overflowed."""
+        overflow = False
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            at = 0
+            while at + _EVENT.size <= len(data):
+                wd, mask, _, length = _EVENT.unpack_from(data, at)
+                name = data[at + _EVENT.size:at + _EVENT.size + length].split(b"\0", 1)[0]
+                at += _EVENT.size + length
+                overflow = overflow or bool(mask & _IN_Q_OVERFLOW)
+                if mask & _IN_IGNORED and wd in self.watched:  # the directory went (unmounted): scanned from now on
+                    self.scanned += (self.watched.pop(wd),)
+                elif name and wd in self.watched:
+                    self.names.add(os.path.join(self.watched[wd], os.fsdecode(name)))
+        if overflow:
+            self._collect(self.watched.values())
+
+    def remove_owned(self, uid: int) -> Cleaned:
+        """As the module's ``remove_owned``: ``uid``'s entries and IPC objects removed, what stays said."""
+        if self.fd < 0:
+            return remove_owned(uid, self.scanned)
+        self._drain()
+        removed: list[str] = []
+        left: list[str] = []
+        for path in sorted(self.names):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                self.names.discard(path)  # gone
+                continue
+            if st.st_uid == uid:
+                _remove_entry(path, S_ISDIR(st.st_mode), removed, left)
+                if not os.path.lexists(path):
+                    self.names.discard(path)
+            elif not self.is_job_uid(st.st_uid):
+                self.names.discard(path)  # the host's: no job made it
+        rest = remove_owned(uid, self.scanned)
+        return Cleaned(removed + rest.removed, left + rest.left)
 
 
 def remove_tree(path: str) -> str:
@@ -121,9 +214,9 @@ def kill_leftovers(policy: Policy, uid: int, keep: set[int]) -> list[tuple[int, 
     for _ in range(200):
         if policy.same_uid:  # no uid of the job's own: the trees below our adopted orphans
             found = _stopped_trees([p for p in namespaces.children(me) if p not in keep])
-        else:
-            found = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep
-                     and namespaces.process_uids(p)[1] == uid]
+        else:  # the uid's processes below the forker, their subreaper (not every process of the host's /proc)
+            found = [p for p in _tree([p for p in namespaces.children(me) if p not in keep])
+                     if namespaces.process_uids(p)[1] == uid]
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -134,6 +227,18 @@ def kill_leftovers(policy: Policy, uid: int, keep: set[int]) -> list[tuple[int, 
             return reaped
         time.sleep(0.001)
     return reaped
+
+
+def _tree(roots: list[int]) -> list[int]:
+    """``roots`` and every process below them, as found now (a fork in flight shows at the next walk)."""
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo += namespaces.children(pid)
+    return sorted(seen)
 
 
 def _stopped_trees(roots: list[int]) -> list[int]:

@@ -28,14 +28,18 @@ class Kernel:
         if self.slots is not None:
             self.slots.join(judge)
 
-    def seal(self, workdir: str = "", program: bool = False) -> None:
-        """After the job's set-up (mounts, uid), before its code: Landlock's job layer (writes below ``workdir``
-        only) where it is in force, then the seccomp filter's job part (the template's part, inherited, denies
-        every key call); only where the filter is refused a fresh session keyring (its release walks all the
-        host's keys: docs/sandbox.md)."""
+    def confine_files(self, workdir: str) -> None:
+        """Once the job's directory is known, before its descriptors are set (whose clean-up closes those of the
+        layer's rules, held open by the template): Landlock's job layer (writes below ``workdir`` only) where it
+        is in force."""
         if self.landlock is not None:
             os.umask(JOB_UMASK)
             self.landlock.confine_job(workdir)
+
+    def seal(self, program: bool = False) -> None:
+        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
+        part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its
+        release walks all the host's keys: docs/sandbox.md)."""
         if self.seccomp is not None:
             self.seccomp.install()
             if program and self.program is not None:

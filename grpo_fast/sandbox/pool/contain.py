@@ -26,6 +26,7 @@ JUDGE_MEMORY_MB = 2048  # the dataset's tests get room; a runaway test fails its
 PROGRAM_CPU_EXTRA_S = 2  # a program's CPU-time limit past its timeout
 JUDGE_CPU_EXTRA_S = 5
 _environment_of = ""  # the working directory that os.environ was last set up for
+_host_tempdir = ""  # the host's temporary directory, found once (``tempdir``)
 
 
 @dataclass
@@ -63,7 +64,8 @@ def enter_judge_cgroups(job: Job) -> None:
 
 def program_workdir(job: Job) -> None:
     """Its own mount namespace with a private /proc and /tmp where the policy has namespaces."""
-    job.workdir = namespaces.private_workdir(job.policy, job.uid, job.workdir, kernel.root_view(job.site_dirs)[0])
+    if job.policy.namespaces:
+        job.workdir = namespaces.private_workdir(job.policy, job.uid, job.workdir, kernel.root_view(job.site_dirs)[0])
 
 
 def judge_workdir(job: Job) -> None:
@@ -128,12 +130,16 @@ def nondumpable(job: Job) -> None:
     namespaces.set_nondumpable()
 
 
+def confine_files(job: Job) -> None:
+    job.layers.confine_files(job.workdir)
+
+
 def seal_program(job: Job) -> None:
-    job.layers.seal(job.workdir, program=True)
+    job.layers.seal(program=True)
 
 
 def seal_judge(job: Job) -> None:
-    job.layers.seal(job.workdir)
+    job.layers.seal()
 
 
 def job_environment(job: Job) -> None:
@@ -155,10 +161,12 @@ def program_interpreter(job: Job) -> None:
 
 
 Step = Callable[[Job], None]
-PROGRAM: Sequence[Step] = (quiet_signals, new_session, enter_program_cgroups, program_workdir, program_descriptors,
-                           enter_workdir, drop_program_privileges, seal_program, job_environment, program_interpreter)
-JUDGE: Sequence[Step] = (quiet_signals, new_session, enter_judge_cgroups, judge_workdir, judge_descriptors,
-                         enter_workdir, drop_judge_privileges, nondumpable, seal_judge, job_environment)
+PROGRAM: Sequence[Step] = (quiet_signals, new_session, enter_program_cgroups, program_workdir, confine_files,
+                           program_descriptors, enter_workdir, drop_program_privileges, seal_program,
+                           job_environment, program_interpreter)
+JUDGE: Sequence[Step] = (quiet_signals, new_session, enter_judge_cgroups, judge_workdir, confine_files,
+                         judge_descriptors, enter_workdir, drop_judge_privileges, nondumpable, seal_judge,
+                         job_environment)
 
 
 def contain(steps: Sequence[Step], job: Job) -> None:
@@ -187,24 +195,42 @@ def run_judge(job: Job) -> None:
 
 
 def enter_environment(workdir: str) -> None:
-    """A job's environment: no variable of the trainer's, numeric libraries on one thread. Where every job's
-    working directory is the same (the strongest level), the template sets it once and a job's process has
-    nothing left to do (clearing and refilling ``os.environ`` in a fresh process costs ~0.4 ms)."""
+    """A job's environment: no variable of the trainer's, numeric libraries on one thread. The template sets it
+    once (clearing and refilling ``os.environ`` in a fresh process costs ~0.3 ms); where every job's working
+    directory is the same (the strongest level) a job's process has nothing left to do, elsewhere it sets its own
+    ``HOME`` and ``TMPDIR``."""
     global _environment_of
-    if _environment_of != workdir:
+    if _environment_of == workdir:
+        return
+    if not _environment_of:
         os.environ.clear()
-        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-                           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-        _environment_of = workdir
-        if "tempfile" in sys.modules:  # the forker's own (the host's /tmp) is not the job's: found again from TMPDIR
-            sys.modules["tempfile"].tempdir = None
+        os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
+                           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    os.environ["HOME"] = workdir
+    os.environ["TMPDIR"] = workdir
+    _environment_of = workdir
+    if "tempfile" in sys.modules:  # the forker's own (the host's /tmp) is not the job's: found again from TMPDIR
+        sys.modules["tempfile"].tempdir = None
 
 
 def tempdir(new: bool = False) -> str:
-    """The host's temporary directory, or a new directory in it (the weaker levels only)."""
-    import tempfile  # noqa: PLC0415 - not in the template: forks cost less
+    """The host's temporary directory (found once, by the template, before Landlock's layer: ``tempfile`` tries
+    a write there), or a new directory in it, mode 0700 (the weaker levels only)."""
+    global _host_tempdir
+    if not _host_tempdir:
+        import tempfile  # noqa: PLC0415 - not in the template of the namespaced levels: forks cost less
 
-    return tempfile.mkdtemp(prefix="grpo_fast_sbx_") if new else tempfile.gettempdir()
+        _host_tempdir = os.path.abspath(tempfile.gettempdir())
+    if not new:
+        return _host_tempdir
+    for _ in range(100):
+        path = os.path.join(_host_tempdir, "grpo_fast_sbx_" + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)  # as ``tempfile.mkdtemp`` does, without its random generator to seed per process
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free directory name in {_host_tempdir}")
 
 
 def rmtree(path: str) -> list[str]:

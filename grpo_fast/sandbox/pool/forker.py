@@ -56,6 +56,7 @@ class Template:
     networks: namespaces.SlotNetwork | None
     watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
     limit_shm: bool  # each job's IPC namespace gets the job's shmall (found to work at the pool's start)
+    leftovers: cleanup.Leftovers | None = None  # what a job's uid left in the host's shared directories
 
 
 @dataclass
@@ -110,6 +111,9 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
         # /dev/shm is not the user's own
         watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)
         layers.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
+    # watched from before the first job (and before Landlock's layer: its reads only)
+    leftovers = cleanup.Leftovers(lambda u: any(0 <= u - b < UID_SPAN for b in uid_bases)) \
+        if policy.shares_host_dirs and policy.uid_drop else None
     if policy.landlock:  # reads of what a program needs, for every job (each adds its own layer)
         layers.landlock = landlock.Landlock(landlock.abi(), shm=policy.uid_drop)
         keep, hide = kernel.root_view(site_dirs)
@@ -118,9 +122,9 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     # the part this process never needs, once for every job (its jobs add the rest when set up)
     if seccomp:
         limits.Seccomp(seccomp.template).install()
-    # every job runs in the same working directory: its environment is set here
-    if policy.namespaces:
-        enter_environment(namespaces.JOB_WORKDIR)
+    # every job runs in the same working directory (or in a new one in the same place): its environment is set
+    # here (the host's temporary directory found before Landlock's layer, where it is one)
+    enter_environment(namespaces.JOB_WORKDIR if policy.namespaces else tempdir())
     # a program writes through these (on its own pipes): empty from here on
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -131,7 +135,7 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     gc.freeze()
     return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
-                    limit_shm and watch is not None and networks is not None)
+                    limit_shm and watch is not None and networks is not None, leftovers)
 
 
 class Slot:
@@ -284,7 +288,7 @@ class Slot:
     def enforce(self, now: float) -> None:
         """Kill what is over its memory limit (as a cgroup's OOM killer would) or past its deadline."""
         t = self.t
-        if t.watch is not None:
+        if t.watch is not None and self.running and now >= t.watch.next_at:  # measured at most every POLL_S
             orphans = [] if t.pidns is not None else [p for p in namespaces.children(os.getpid())
                                                       if p not in self.running and p not in self.judges]
             # which adopted orphans are a job's
@@ -316,8 +320,8 @@ class Slot:
                 left = []
                 if policy.shares_host_dirs:
                     exits += cleanup.kill_leftovers(policy, judge_uid, set(self.running) | set(self.judges))
-                    if policy.uid_drop:
-                        left = cleanup.remove_owned(judge_uid).left
+                    if self.t.leftovers is not None:
+                        left = self.t.leftovers.remove_owned(judge_uid).left
                 if pid in self.waiting:
                     done = json.loads(self.waiting.pop(pid))
                     self.report.send(json.dumps({**done, "left": done.get("left", []) + left}).encode())
@@ -331,8 +335,8 @@ class Slot:
             if policy.shares_host_dirs:
                 exits += cleanup.kill_leftovers(policy, prog.uid, set(self.running) | set(self.judges))
                 prog.left += rmtree(prog.workdir)
-                if policy.uid_drop:  # its files, IPC objects and queues: none reaches the next job
-                    prog.left += cleanup.remove_owned(prog.uid).left
+                if self.t.leftovers is not None:  # its files, IPC objects and queues: none reaches the next job
+                    prog.left += self.t.leftovers.remove_owned(prog.uid).left
             if self.t.layers.seccomp is None and policy.uid_drop:  # nothing kept it from keys
                 if self.t.pidns is not None:
                     self.t.pidns.before_fork()
