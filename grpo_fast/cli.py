@@ -130,7 +130,7 @@ def _rewards_check(args: argparse.Namespace) -> int:
         rewards, rows, audit, recipe = prep.rewards, prep.train_rows, prep.gold, prep.recipe
         unchecked = prep.gold_unchecked
     print(unchecked or audit.summary(dropped=bool(audit.failures) and recipe.drop_failed_gold
-                                     and not audit.mostly_failing))
+                                     and not audit.mostly_failing))  # the line the training run prints
     if audit.mostly_failing:
         raise UserError(f"{len(audit.failures)} of {len(audit.checked)} reference solutions do not get full "
                         f"'{audit.reward}': the reward or the data is broken", args.target,

@@ -46,8 +46,8 @@ class Prepared:
     sandbox: dict[str, Any] | None = None
     """A run that scores code: the sandbox's level and what a program can still reach (summary.json, report)."""
     gold_unchecked: str | None = None
-    """Why the gold self-test could not check the judge (no gold reply, or a bare reference it never gives full
-    marks): ``grpo-fast rewards check`` says the same."""
+    """Why the gold self-test could not check the judge where the rows have references (a bare reference the judge
+    never gives full marks): ``grpo-fast rewards check`` says the same."""
 
 
 def run_rewards(cfg: RunConfig, recipe: Recipe | None = None) -> RewardSet:
@@ -108,7 +108,7 @@ def prepare(cfg: RunConfig, force: bool = False, measure: bool = True) -> Prepar
                         "(thinking: on), or judge direct answers with math_accuracy")
     sandbox = sandbox_check(cfg, rewards, tools, report)  # before the gold self-test runs any code
     report.extend(scale_lines(rewards))
-    audit, said = gold_audit(rewards, train_rows, recipe)
+    audit, said, unread = gold_audit(rewards, train_rows, recipe)
     if audit.total and not recipe.gold(train_rows[audit.checked[0]]) and recipe.reference:
         recipe = replace(recipe, gold=recipe.reference)  # the bare reference earns full marks: it is the gold
     if said:
@@ -125,28 +125,29 @@ def prepare(cfg: RunConfig, force: bool = False, measure: bool = True) -> Prepar
     report.extend(run_self_tests(rewards.funcs, train_rows, recipe.gold, cfg.where))  # LLM judges, before training
     report.append(memory_line(cfg, stats.max))
     return Prepared(cfg, recipe, rewards, train_rows, eval_rows, tokenizer, report, tools, audit, thinking, sandbox,
-                    said)
+                    said if unread else None)
 
 
-def gold_audit(rewards: RewardSet, rows: list[dict], recipe: Recipe) -> tuple[GoldAudit, str | None]:
-    """The gold self-test, and a line when it could not check the judge: no row has a gold reply, or the bare
-    reference (``recipe.reference``) fails the judge on every row because the judge wants a layout around it."""
+def gold_audit(rewards: RewardSet, rows: list[dict], recipe: Recipe) -> tuple[GoldAudit, str | None, bool]:
+    """The gold self-test, a line when it could not check the judge (no row has a gold reply, or the bare
+    reference, ``recipe.reference``, fails the judge on every row because the judge wants a layout around it), and
+    whether it was the latter: references there, none the judge can read."""
     audit = audit_gold(rewards, rows, recipe.gold)
     if audit.total:
-        return audit, None
+        return audit, None, False
     nothing = GoldAudit(0, [], [], rewards.correctness)
     if recipe.reference is not None:
         bare = audit_gold(rewards, rows, recipe.reference)
         if bare.total and not bare.failures:
-            return bare, None
+            return bare, None, False
         if bare.total and len(bare.failures) < len(bare.checked):
-            return bare, None  # some references pass: the judge reads them, the failing rows are real
+            return bare, None, False  # some references pass: the judge reads them, the failing rows are real
         if bare.total:
             return nothing, (f"gold self-test: not checked: the bare reference gets full '{rewards.correctness}' on "
                              f"none of {len(bare.checked)} rows (the judge asks for a layout around it); add a "
-                             "'gold' column holding a full reply to check the judge before training")
+                             "'gold' column holding a full reply to check the judge before training"), True
     return nothing, (f"gold self-test: not checked: no row has a gold reply (a 'gold' or 'completion' column) or a "
-                     f"reference answer for '{rewards.correctness}' to score")
+                     f"reference answer for '{rewards.correctness}' to score"), False
 
 
 def scale_lines(rewards: RewardSet) -> list[str]:
