@@ -12,19 +12,26 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # shared helpers: ti
 sys.path.insert(0, str(Path(__file__).parent / "sandbox"))  # the sandbox suites' helper modules and corpora
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import background  # noqa: E402
 import pinned  # noqa: E402
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Where the run selected a PyPI test, pip's dry runs of the two GPU locks start now, in the background."""
+    """Where the run selected a PyPI test, pip's dry runs of the two GPU locks start now, in the background; and
+    the whole-process runs that the selected tests' modules list in ``BACKGROUND`` (tests/helpers/background.py)."""
     if any(item.get_closest_marker("network") for item in session.items):
         for name in pinned.LOCK_FILES:
             pinned.start_resolving(name)
+    for item in session.items:
+        run = getattr(item.module, "BACKGROUND", {}).get(getattr(item, "originalname", ""))
+        if run is not None:
+            background.start(item.originalname, **run)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     pinned.stop_resolving()
+    background.stop()
 
 
 @pytest.fixture(scope="session")
