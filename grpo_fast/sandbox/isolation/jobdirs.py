@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from stat import S_IMODE, S_ISDIR
 
 from .cleanup import remove_tree
@@ -23,8 +24,10 @@ class JobDirs:
     """One forker's job directories in ``parent``: ``take`` one for a job, ``release`` it once every process of
     that job is gone."""
 
-    def __init__(self, parent: str, prefix: str) -> None:
-        self.parent, self.prefix = parent, prefix
+    def __init__(self, parent: str, prefix: str, made: Callable[[str], None] = lambda path: None,
+                 gone: Callable[[str], None] = lambda path: None) -> None:
+        """``made``, ``gone``: told of each directory made and removed (e.g. what is built once for each)."""
+        self.parent, self.prefix, self.on_made, self.gone = parent, prefix, made, gone
         self.made: dict[str, tuple[int, int, int]] = {}  # path -> (device, inode, links) when made
         self.free: list[str] = []  # emptied and reset: the next jobs'
 
@@ -48,6 +51,7 @@ class JobDirs:
                 continue
             st = os.lstat(path)
             self.made[path] = (st.st_dev, st.st_ino, st.st_nlink)
+            self.on_made(path)
             return path
         raise FileExistsError(f"no free directory name in {self.parent}")
 
@@ -64,7 +68,8 @@ class JobDirs:
 
     def discard(self, path: str) -> list[str]:
         """Removed, never reused (a job's process may still be running in it)."""
-        self.made.pop(path, None)
+        if self.made.pop(path, None) is not None:
+            self.gone(path)
         if path in self.free:
             self.free.remove(path)
         why = remove_tree(path) if path else ""

@@ -137,7 +137,8 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     gc.freeze()
-    dirs = jobdirs.JobDirs(tempdir(), dirs_prefix or f"{jobdirs.PREFIX}{os.getpid()}_") if pidns is None else None
+    dirs = jobdirs.JobDirs(tempdir(), dirs_prefix or f"{jobdirs.PREFIX}{os.getpid()}_", layers.prepare_files,
+                           layers.forget_files) if pidns is None else None
     return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
                     limit_shm and watch is not None and networks is not None, leftovers, dirs)
 
