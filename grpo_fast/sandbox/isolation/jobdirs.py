@@ -67,12 +67,19 @@ class JobDirs:
         return self.discard(path)
 
     def discard(self, path: str) -> list[str]:
-        """Removed, never reused (a job's process may still be running in it)."""
+        """Removed, never reused (a job's process may still be running in it); ``""``: none."""
+        if not path:
+            return []
         if self.made.pop(path, None) is not None:
             self.gone(path)
         if path in self.free:
             self.free.remove(path)
-        why = remove_tree(path) if path else ""
+        try:  # a name a job put in the directory's place goes too (a link: never followed)
+            why = remove_tree(path) if S_ISDIR(os.lstat(path).st_mode) else os.unlink(path) or ""
+        except FileNotFoundError:
+            why = ""
+        except OSError as err:
+            why = err.strerror or str(err)
         return [f"{path} ({why})"] if why else []
 
     def remove_all(self) -> None:

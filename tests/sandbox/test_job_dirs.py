@@ -1,0 +1,127 @@
+"""A slot's job directories, reused from job to job where jobs share the host's /tmp (``isolation.jobdirs``): what
+one job leaves in its directory never reaches the next, and a name a job put in the directory's place is never
+handed on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_fast.sandbox.isolation import jobdirs
+
+JOB_UID = 0x4000_1234 if os.geteuid() == 0 else None  # a job's uid where the forker may drop to one
+
+
+def _as_job(uid: int | None, act) -> None:
+    """``act()`` in a child under the job's uid (as the job's own processes would run)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+            act()
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the job's actions failed"
+
+
+def _leave_everything(path: str) -> None:
+    with open(os.path.join(path, "answers.txt"), "w") as f:
+        f.write("planted")
+    os.makedirs(os.path.join(path, "sub", "deeper"))
+    with open(os.path.join(path, "sub", "deeper", "x"), "w") as f:
+        f.write("x")
+    os.link(os.path.join(path, "answers.txt"), os.path.join(path, "sub", "link"))
+    os.symlink("/etc", os.path.join(path, "etc"))
+    os.chmod(path, 0o777)
+    try:
+        os.setxattr(path, "user.planted", b"1")
+    except OSError:
+        pass  # no user xattrs on this filesystem
+
+
+@pytest.fixture
+def parent():
+    """A directory a job's uid can reach (pytest's own ``tmp_path`` lies below one only its user may enter)."""
+    path = tempfile.mkdtemp(prefix="grpo_jobdirs_")
+    os.chmod(path, 0o755)
+    yield Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def dirs(parent):
+    kept = jobdirs.JobDirs(str(parent), "grpo_fast_sbx_test_")
+    yield kept
+    kept.remove_all()
+
+
+def test_a_reused_directory_is_empty_and_reset(dirs) -> None:
+    path = dirs.take(JOB_UID)
+    _as_job(JOB_UID, lambda: _leave_everything(path))
+    assert dirs.release(path) == []
+    again = dirs.take(JOB_UID)
+    assert again == path  # handed on: nothing of the previous job's is in it
+    st = os.lstat(again)
+    assert os.listdir(again) == [] and st.st_mode & 0o7777 == 0o700 and os.listxattr(again) == []
+    assert st.st_uid == (JOB_UID if JOB_UID is not None else os.geteuid())
+
+
+def test_a_name_put_in_a_directorys_place_is_never_handed_on(dirs, parent) -> None:
+    path = dirs.take(JOB_UID)
+    elsewhere = parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("the host's")
+    moved = str(parent / "moved")
+
+    def swap() -> None:  # the job moves its directory away and puts a link to another directory in its place
+        os.rename(path, moved)
+        os.symlink(str(elsewhere), path)
+
+    os.chmod(parent, 0o1777)
+    _as_job(JOB_UID, swap)
+    assert dirs.release(path) == []
+    assert not os.path.lexists(path) and (elsewhere / "keep").read_text() == "the host's"
+    assert dirs.take(JOB_UID) != path
+
+
+def test_a_directory_released_while_its_job_may_still_run_is_removed(dirs) -> None:
+    path = dirs.take(JOB_UID)
+    assert dirs.discard(path) == [] and not os.path.lexists(path)
+    assert dirs.take(JOB_UID) != path
+
+
+def test_the_janitor_removes_the_pools_directories_once_the_pool_is_gone(tmp_path) -> None:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the pool: starts its janitor, keeps directories, is killed
+        try:
+            prefix = jobdirs.start_janitor(str(tmp_path))
+            kept = jobdirs.JobDirs(str(tmp_path), prefix)
+            kept.take(None)
+            kept.release(kept.take(None))
+            os.write(w, prefix.encode())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(w)
+    prefix = os.read(r, 200).decode()
+    os.close(r)
+    (tmp_path / "not_the_pools").mkdir()
+    assert len([p for p in os.listdir(tmp_path) if p.startswith(prefix)]) == 2
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    for _ in range(500):  # the janitor works once the pool is gone: a bounded wait, not a timing
+        if not any(p.startswith(prefix) for p in os.listdir(tmp_path)):
+            break
+        time.sleep(0.01)
+    assert os.listdir(tmp_path) == ["not_the_pools"]
