@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from grpo_fast.sandbox.isolation import jobdirs
+from grpo_fast.sandbox.isolation import cleanup, jobdirs
 
 JOB_UID = 0x4000_1234 if os.geteuid() == 0 else None  # a job's uid where the forker may drop to one
 
@@ -125,3 +127,45 @@ def test_the_janitor_removes_the_pools_directories_once_the_pool_is_gone(tmp_pat
             break
         time.sleep(0.01)
     assert os.listdir(tmp_path) == ["not_the_pools"]
+
+
+def _nest(path: str, depth: int) -> None:
+    """A job's tree deeper than Python's recursion limit, each level with a file, a fifo and a socket's name."""
+    fd = os.open(path, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.mkfifo("fifo", dir_fd=fd)
+    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    for i in range(3000):  # and wide
+        os.mkdir(os.path.join(path, f"w{i}"))
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(os.path.join(path, "sock"))
+    server.close()
+
+
+def test_a_tree_nested_past_the_recursion_limit_is_emptied_and_the_directory_reused(dirs) -> None:
+    path = dirs.take(JOB_UID)
+    _as_job(JOB_UID, lambda: _nest(path, 3 * sys.getrecursionlimit()))
+    assert dirs.release(path) == []  # shutil.rmtree raised RecursionError here: the forker died
+    assert dirs.take(JOB_UID) == path and os.listdir(path) == []
+
+
+def test_a_tree_nested_past_the_recursion_limit_is_removed(parent) -> None:
+    path = str(parent / "deep")
+    os.mkdir(path)
+    _nest(path, 3 * sys.getrecursionlimit())
+    assert cleanup.remove_tree(path) == "" and not os.path.lexists(path)
+
+
+def test_the_times_a_job_set_on_its_directory_never_reach_the_next(dirs) -> None:
+    path = dirs.take(JOB_UID)
+    planted = 4_000_000_000 + 1234  # an answer, in the seconds of an empty directory's times
+    _as_job(JOB_UID, lambda: os.utime(path, (planted, planted)))
+    assert dirs.release(path) == []
+    again = dirs.take(JOB_UID)
+    st = os.stat(again)
+    assert again == path and planted not in (int(st.st_atime), int(st.st_mtime))

@@ -10,12 +10,11 @@ new one. Every name starts with the pool's prefix: the janitor removes what the 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from stat import S_IMODE, S_ISDIR
 
-from .cleanup import remove_tree
+from .cleanup import empty_tree, remove_tree
 
 PREFIX = "grpo_fast_sbx_"
 
@@ -98,13 +97,10 @@ def _reset(path: str, made: tuple[int, int, int]) -> bool:
     try:
         if _identity(os.fstat(fd)) != made[:2]:
             return False  # not the directory made: a job's name in its place
-        for name in os.listdir(fd):
-            if S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-                shutil.rmtree(name, dir_fd=fd)
-            else:
-                os.unlink(name, dir_fd=fd)
+        empty_tree(fd)
         os.fchown(fd, os.geteuid(), os.getegid())
         os.fchmod(fd, 0o700)
+        os.utime(fd)  # its times are the next job's own: never a value the job set (os.utime on its directory)
         for attr in os.listxattr(fd):
             os.removexattr(fd, attr)
         st = os.fstat(fd)
