@@ -9,14 +9,24 @@ new one. Every name starts with the pool's prefix: the janitor removes what the 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import struct
 from collections.abc import Callable
 from stat import S_IMODE, S_ISDIR
 
 from .cleanup import empty_tree, remove_tree
 
 PREFIX = "grpo_fast_sbx_"
+# the inode's own attributes, which its owner (the job) may set and keep no matter what the directory holds: chattr's
+# flags (FS_IOC_GETFLAGS/SETFLAGS: nodump, noatime, sync, dirsync...) and the fsxattr (project id, extent hints)
+_GETFLAGS, _SETFLAGS = 0x80086601, 0x40086602
+_FSGETXATTR, _FSSETXATTR = 0x801C581F, 0x401C5820
+_FSXATTR = struct.Struct("5I8x")  # xflags, extsize, nextents, projid, cowextsize
+# the flags an owner or root may set (FS_FL_USER_MODIFIABLE, journal data, nocompress, nocow, dax, projinherit,
+# casefold); the others are the filesystem's own (an ext4 directory grown large keeps its index flag when emptied)
+_SETTABLE = 0x000380FF | 0x4000 | 0x400 | 0x800000 | 0x2000000 | 0x20000000 | 0x40000000
 
 
 class JobDirs:
@@ -27,7 +37,7 @@ class JobDirs:
                  gone: Callable[[str], None] = lambda path: None) -> None:
         """``made``, ``gone``: told of each directory made and removed (e.g. what is built once for each)."""
         self.parent, self.prefix, self.on_made, self.gone = parent, prefix, made, gone
-        self.made: dict[str, tuple[int, int, int]] = {}  # path -> (device, inode, links) when made
+        self.made: dict[str, tuple] = {}  # path -> (device, inode, links, attributes) when made
         self.free: list[str] = []  # emptied and reset: the next jobs'
 
     def take(self, uid: int | None) -> str:
@@ -48,8 +58,12 @@ class JobDirs:
                 os.mkdir(path, 0o700)  # as ``tempfile.mkdtemp`` does, without its random generator to seed
             except FileExistsError:
                 continue
-            st = os.lstat(path)
-            self.made[path] = (st.st_dev, st.st_ino, st.st_nlink)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                st = os.fstat(fd)
+                self.made[path] = (st.st_dev, st.st_ino, st.st_nlink, _attributes(fd))
+            finally:
+                os.close(fd)
             self.on_made(path)
             return path
         raise FileExistsError(f"no free directory name in {self.parent}")
@@ -87,7 +101,7 @@ class JobDirs:
             self.discard(path)
 
 
-def _reset(path: str, made: tuple[int, int, int]) -> bool:
+def _reset(path: str, made: tuple) -> bool:
     """``path`` emptied and given back to this process's uid, mode 0700, no extended attribute; True only if it is
     then exactly as made (the same inode, as many links, nothing in it)."""
     try:
@@ -101,15 +115,43 @@ def _reset(path: str, made: tuple[int, int, int]) -> bool:
         os.fchown(fd, os.geteuid(), os.getegid())
         os.fchmod(fd, 0o700)
         os.utime(fd)  # its times are the next job's own: never a value the job set (os.utime on its directory)
+        _restore(fd, made[3])
         for attr in os.listxattr(fd):
             os.removexattr(fd, attr)
         st = os.fstat(fd)
         return (S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid() and st.st_nlink == made[2]
-                and not os.listdir(fd) and not os.listxattr(fd) and _identity(os.lstat(path)) == made[:2])
+                and not os.listdir(fd) and not os.listxattr(fd) and _attributes(fd) == made[3]
+                and _identity(os.lstat(path)) == made[:2])
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def _attributes(fd: int) -> tuple[int | None, tuple[int, ...] | None]:
+    """The directory's settable chattr flags, its fsxattr but the extent count (None: not on this filesystem)."""
+    try:
+        flags: int | None = struct.unpack("i", fcntl.ioctl(fd, _GETFLAGS, bytes(8))[:4])[0] & _SETTABLE
+    except OSError:
+        flags = None
+    try:
+        xflags, extsize, _, projid, cowextsize = _FSXATTR.unpack(fcntl.ioctl(fd, _FSGETXATTR, bytes(_FSXATTR.size)))
+        fsx: tuple[int, ...] | None = (xflags, extsize, projid, cowextsize)
+    except OSError:
+        fsx = None
+    return flags, fsx
+
+
+def _restore(fd: int, made: tuple[int | None, tuple[int, ...] | None]) -> None:
+    """The attributes as when made, where the job changed them (chattr +d +A +S +D on its directory: bits that
+    would reach the next job). Raises OSError where they cannot be set back."""
+    flags, fsx = _attributes(fd)
+    if made[0] is not None and flags != made[0]:
+        kept = struct.unpack("i", fcntl.ioctl(fd, _GETFLAGS, bytes(8))[:4])[0] & ~_SETTABLE
+        fcntl.ioctl(fd, _SETFLAGS, struct.pack("i4x", kept | made[0]))
+    if made[1] is not None and fsx != made[1]:
+        xflags, extsize, projid, cowextsize = made[1]
+        fcntl.ioctl(fd, _FSSETXATTR, _FSXATTR.pack(xflags, extsize, 0, projid, cowextsize))
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
