@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import shutil
 import socket
 import struct
@@ -193,3 +194,42 @@ def test_the_attributes_a_job_set_on_its_directory_never_reach_the_next(dirs) ->
         assert fcntl.ioctl(fd, 0x80086601, bytes(8))[:4] == made
     finally:
         os.close(fd)
+
+
+def test_a_process_of_the_job_that_outlived_it_writes_nothing_into_the_next_jobs_directory(dirs) -> None:
+    """The worst case (kill_leftovers gives up on a process): it holds the directory open, opened it to all, and
+    writes before, while and after the directory is emptied and handed on."""
+    path = dirs.take(JOB_UID)
+    go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the survivor, under the job's uid
+        try:
+            if JOB_UID is not None:
+                os.setgroups([])
+                os.setresgid(JOB_UID, JOB_UID, JOB_UID)
+                os.setresuid(JOB_UID, JOB_UID, JOB_UID)
+            os.chmod(path, 0o777)
+            fd = os.open(path, os.O_RDONLY)
+            os.close(go_w)
+            os.close(os.open("first", os.O_CREAT | os.O_WRONLY, 0o666, dir_fd=fd))
+            os.write(ready_w, b"1")
+            n = 0
+            while not select.select([go_r], [], [], 0)[0] or n < 2000:  # until told, then 2000 more tries
+                n += 1
+                try:
+                    os.close(os.open(f"planted{n % 7}", os.O_CREAT | os.O_WRONLY, 0o666, dir_fd=fd))
+                except OSError:
+                    pass
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    assert os.read(ready_r, 1) == b"1"  # writing away in the directory
+    left = dirs.release(path)
+    again = dirs.take(None if JOB_UID is None else JOB_UID + 1)  # the next job's uid is another
+    os.close(go_w)
+    os.waitpid(pid, 0)
+    if again == path:
+        assert left == [] and os.listdir(again) == []
+    else:  # it wrote while the directory was being emptied: removed, never handed on
+        assert path not in dirs.free
