@@ -4,7 +4,8 @@ here: ``rmdir`` ~0.5 ms on average, at times tens of ms, twice a job, in the for
 and handing it on does not. A directory is handed on only when it is provably as new: the inode the forker made
 (never a name a job put in its place), nothing in it, owned by the forker again, mode 0700, no extended attribute
 (ACLs included), as many links as when made; anything else and it is removed as before, and the next job gets a
-new one. Every name starts with the pool's prefix: the janitor removes what the pool held when it is killed.
+new one; a directory a job used under the forker's own uid is never reused. Every name starts with the pool's
+prefix: the janitor removes what the pool held when it is killed.
 """
 
 from __future__ import annotations
@@ -39,11 +40,17 @@ class JobDirs:
         self.parent, self.prefix, self.on_made, self.gone = parent, prefix, made, gone
         self.made: dict[str, tuple] = {}  # path -> (device, inode, links, attributes) when made
         self.free: list[str] = []  # emptied and reset: the next jobs'
+        # taken by a job running as the forker's own uid: never reused. Where a job has a uid of its own, a process
+        # of it that outlived the clean-up cannot write into the directory once it is the forker's again (0700); one
+        # of the forker's uid could, and its Landlock layer allows it that directory: the next job's, were it reused
+        self.own_uid: set[str] = set()
 
     def take(self, uid: int | None) -> str:
-        """An empty directory, mode 0700, owned by ``uid`` (None: the forker's own uid)."""
+        """An empty directory, mode 0700, owned by ``uid`` (None: the forker's own uid, and never reused)."""
         path = self.free.pop() if self.free else self._make()
-        if uid is not None:
+        if uid is None:
+            self.own_uid.add(path)
+        else:
             try:
                 os.chown(path, uid, uid)
             except OSError:
@@ -74,7 +81,7 @@ class JobDirs:
         all go."""
         if not path:
             return []
-        if path in self.made and _reset(path, self.made[path]):
+        if path in self.made and path not in self.own_uid and _reset(path, self.made[path]):
             self.free.append(path)
             return []
         return self.discard(path)
@@ -87,6 +94,7 @@ class JobDirs:
             self.gone(path)
         if path in self.free:
             self.free.remove(path)
+        self.own_uid.discard(path)
         try:  # a name a job put in the directory's place goes too (a link: never followed)
             why = remove_tree(path) if S_ISDIR(os.lstat(path).st_mode) else os.unlink(path) or ""
         except FileNotFoundError:
