@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import struct
 import time
@@ -32,6 +31,9 @@ _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (t
 _IPC_RMID = 0
 _IPC = (("shm", "shmctl", 1), ("sem", "semctl", 1), ("msg", "msgctl", 1))  # /proc/sysvipc file, call, id column
 _libc = ctypes.CDLL(None, use_errno=True)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# directories held open at once while a tree is emptied; a deeper one is first moved up to the tree's top
+_DEPTH = 64
 
 
 class Cleaned(NamedTuple):
@@ -150,10 +152,65 @@ class Leftovers:
 
 
 def remove_tree(path: str) -> str:
-    """Remove a directory with all it holds, as much of it as can go: ``""`` once it is gone, else why not."""
-    errors: list[str] = []
-    shutil.rmtree(path, onerror=lambda _f, _p, exc: errors.append(getattr(exc[1], "strerror", "") or str(exc[1])))
-    return (errors[0] if errors else "still there") if os.path.lexists(path) else ""
+    """Remove a directory with all it holds (never a link's target), up to the first entry that cannot go:
+    ``""`` once it is gone, else why not."""
+    why = ""
+    try:
+        fd = os.open(path, _DIR)
+    except FileNotFoundError:
+        return ""
+    except OSError as err:
+        return err.strerror or str(err)
+    try:
+        empty_tree(fd)
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        why = err.strerror or str(err)
+    finally:
+        os.close(fd)
+    return (why or "still there") if os.path.lexists(path) else ""
+
+
+def empty_tree(top: int) -> None:
+    """Everything below the directory open as ``top`` removed, links never followed, however deep a job nested its
+    directories (shutil.rmtree recurses: a RecursionError past ~1000 levels would kill the forker) and however many
+    it made (each directory is read once). Raises OSError at the first entry that cannot go."""
+    frames: list[tuple[int, str, list[str]]] = [(top, "", _unlink_files(top))]  # descriptor, name, subdirectories
+    try:
+        while True:
+            fd, name, subdirs = frames[-1]
+            if subdirs and len(frames) > _DEPTH:  # held open: at most _DEPTH; the rest of the subtree moves up
+                moved = f".grpo_fast_deep_{os.urandom(8).hex()}"
+                os.rename(subdirs.pop(), moved, src_dir_fd=fd, dst_dir_fd=top)
+                frames[0][2].append(moved)
+            elif subdirs:
+                sub = subdirs.pop()
+                below = os.open(sub, _DIR, dir_fd=fd)
+                frames.append((below, sub, []))
+                frames[-1][2].extend(_unlink_files(below))
+            elif len(frames) > 1:
+                frames.pop()
+                os.close(fd)
+                os.rmdir(name, dir_fd=frames[-1][0])
+            else:
+                return
+    finally:
+        for fd, _, _ in frames[1:]:
+            os.close(fd)
+
+
+def _unlink_files(fd: int) -> list[str]:
+    """Every entry of the directory open as ``fd`` that is not a directory unlinked; its subdirectories' names."""
+    subdirs = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return subdirs
 
 
 def _unlink(path: str) -> str:

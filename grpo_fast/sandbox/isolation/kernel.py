@@ -36,6 +36,19 @@ class Kernel:
             os.umask(JOB_UMASK)
             self.landlock.confine_job(workdir)
 
+    def prepare_files(self, workdir: str) -> None:
+        """In the forker, for a job directory it keeps (``jobdirs``): Landlock's job layer built once; where that
+        fails, each job's process builds its own."""
+        if self.landlock is not None:
+            try:
+                self.landlock.prepare_job(workdir)
+            except OSError:
+                pass
+
+    def forget_files(self, workdir: str) -> None:
+        if self.landlock is not None:
+            self.landlock.forget_job(workdir)
+
     def seal(self, program: bool = False) -> None:
         """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
         part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its

@@ -66,6 +66,7 @@ class Landlock:
         self.scoped = _SCOPE_ALL if version >= 6 else 0
         self.job_reads: list[tuple[str, int]] = []
         self.job_rules: list[_PathBeneath] = []  # every rule of a job's layer but its directory's, built once
+        self.prepared: dict[str, int] = {}  # job directory -> its job layer's ruleset, built by the forker
 
     def holds(self) -> str:
         """What the layers hold on this ABI (the doctor's line)."""
@@ -79,7 +80,16 @@ class Landlock:
     def _restrict(self, fs: int, rules: Sequence[tuple[str, int]], net: int = 0, scoped: int = 0,
                   built: Sequence[_PathBeneath] = ()) -> None:
         """A layer of ``rules`` (paths opened here) and ``built`` ones (``_held``: descriptors opened once)."""
-        create, add, restrict = _SYS[os.uname().machine]
+        ruleset = self._ruleset(fs, rules, net, scoped, built)
+        try:
+            _enforce(ruleset)
+        finally:
+            os.close(ruleset)
+
+    def _ruleset(self, fs: int, rules: Sequence[tuple[str, int]], net: int = 0, scoped: int = 0,
+                 built: Sequence[_PathBeneath] = ()) -> int:
+        """The descriptor of a ruleset of ``rules`` and ``built`` ones, not yet enforced."""
+        create, add, _ = _SYS[os.uname().machine]
         attr = _Attr(fs, net, scoped)
         size = 24 if self.version >= 6 else 16 if self.version >= 4 else 8
         ruleset = _libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
@@ -95,10 +105,10 @@ class Landlock:
                         raise OSError(ctypes.get_errno(), "landlock_add_rule")
                 finally:
                     os.close(fd)
-            if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) != 0:  # needs no_new_privs
-                raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-        finally:
+        except BaseException:
             os.close(ruleset)
+            raise
+        return ruleset
 
     def confine_template(self, readable: Sequence[str], hidden: Sequence[str], temporary: Sequence[str]) -> None:
         """The forker's layer, reads only (it still writes job directories and cleans up): below ``readable`` but
@@ -118,7 +128,31 @@ class Landlock:
         """A job process's own layer: reads as the template's but no temporary directory other than ``workdir``
         (and ``extra``), writes only below those (and to the devices). The descriptors of the rules built by
         ``confine_template`` must still be open (the job's process closes them after this)."""
-        self._restrict(READ | self.writes, [(workdir, READ | self.writes)], self.net, self.scoped, self.job_rules)
+        ruleset = self.prepared.get(workdir)
+        if ruleset is not None:
+            _enforce(ruleset)
+        else:
+            self._restrict(READ | self.writes, [(workdir, READ | self.writes)], self.net, self.scoped, self.job_rules)
+
+    def prepare_job(self, workdir: str) -> None:
+        """In the forker, once per job directory (reused from job to job: ``jobdirs``): the job layer's ruleset
+        built whole, so that a job's process only enforces it (building it costs ~0.15 ms in each). Its descriptor
+        stays open here; a job's process closes it with the others before any of its code runs."""
+        if workdir not in self.prepared:
+            self.prepared[workdir] = self._ruleset(READ | self.writes, [(workdir, READ | self.writes)], self.net,
+                                                   self.scoped, self.job_rules)
+
+    def forget_job(self, workdir: str) -> None:
+        """``workdir`` is gone: its ruleset too."""
+        ruleset = self.prepared.pop(workdir, None)
+        if ruleset is not None:
+            os.close(ruleset)
+
+
+def _enforce(ruleset: int) -> None:
+    _, _, restrict = _SYS[os.uname().machine]
+    if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) != 0:  # needs no_new_privs
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
 def _held(rules: Sequence[tuple[str, int]], fs: int) -> list[tuple[_PathBeneath, int]]:

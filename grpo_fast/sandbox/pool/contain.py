@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..isolation import cleanup, kernel, limits, namespaces
+from ..isolation import kernel, limits, namespaces
 from ..policy import Policy
 from ..verdict import judge, scratch
 from ..verdict.runner import serve
@@ -71,17 +71,15 @@ def program_workdir(job: Job) -> None:
 def judge_workdir(job: Job) -> None:
     """In the minimal root (read-only, root-owned, an empty /proc) the judge needs no mounts of its own: it can
     write nowhere and see no process. Elsewhere it gets a private /proc and /tmp like a program; without
-    namespaces a pytest file's judge works in the program's own directory (``scratch.shared_directory``)."""
+    namespaces a pytest file's judge works in the program's own directory (``scratch.shared_directory``), another
+    under a uid of its own in the one the forker made it (``jobdirs``), and as the user's uid in the host's."""
     policy, desc = job.policy, job.desc
     job.shared = scratch.shared_directory(desc, policy)
-    own = policy.uid_drop and not job.shared and not policy.namespaces
     if policy.namespaces:  # a fresh /tmp of its own (JOB_WORKDIR): the read-only minimal root has no writable one
         job.workdir = "/" if job.private_root and not desc.get("scratch") else namespaces.private_workdir(
             policy, job.uid, namespaces.JOB_WORKDIR, kernel.root_view(job.site_dirs)[0])
     else:
-        job.workdir = desc["workdir"] if job.shared else tempdir(new=own)
-    if own:  # removed with everything else its uid owns when it exits (cleanup)
-        os.chown(job.workdir, job.uid, job.uid)
+        job.workdir = desc["workdir"] if job.shared else job.workdir or tempdir()
 
 
 def program_descriptors(job: Job) -> None:
@@ -213,27 +211,12 @@ def enter_environment(workdir: str) -> None:
         sys.modules["tempfile"].tempdir = None
 
 
-def tempdir(new: bool = False) -> str:
-    """The host's temporary directory (found once, by the template, before Landlock's layer: ``tempfile`` tries
-    a write there), or a new directory in it, mode 0700 (the weaker levels only)."""
+def tempdir() -> str:
+    """The host's temporary directory, found once (by the template, before Landlock's layer: ``tempfile`` tries
+    a write there); the weaker levels' job directories are made in it (``jobdirs``)."""
     global _host_tempdir
     if not _host_tempdir:
         import tempfile  # noqa: PLC0415 - not in the template of the namespaced levels: forks cost less
 
         _host_tempdir = os.path.abspath(tempfile.gettempdir())
-    if not new:
-        return _host_tempdir
-    for _ in range(100):
-        path = os.path.join(_host_tempdir, "grpo_fast_sbx_" + os.urandom(6).hex())
-        try:
-            os.mkdir(path, 0o700)  # as ``tempfile.mkdtemp`` does, without its random generator to seed per process
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(f"no free directory name in {_host_tempdir}")
-
-
-def rmtree(path: str) -> list[str]:
-    """Remove a job's directory (``""``: none); returns it, with why, when it could not all go."""
-    why = cleanup.remove_tree(path) if path else ""
-    return [f"{path} ({why})"] if why else []
+    return _host_tempdir

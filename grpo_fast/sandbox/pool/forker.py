@@ -27,10 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..isolation import cgroups, cleanup, kernel, landlock, limits, memory, namespaces
+from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, memory, namespaces
 from ..policy import Policy
 from ..verdict import pytest_run, scratch
-from .contain import Job, enter_environment, rmtree, run_judge, run_program, tempdir
+from .contain import Job, enter_environment, run_judge, run_program, tempdir
 from .warmup import warm_up
 
 # after the judge is done: time for the program to flush its output and exit by itself
@@ -57,6 +57,7 @@ class Template:
     watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
     limit_shm: bool  # each job's IPC namespace gets the job's shmall (found to work at the pool's start)
     leftovers: cleanup.Leftovers | None = None  # what a job's uid left in the host's shared directories
+    dirs: jobdirs.JobDirs | None = None  # the jobs' directories in the host's, reused (no mount namespaces)
 
 
 @dataclass
@@ -74,18 +75,20 @@ class _Program:
 
 def main(jobs: socket.socket, report_fd: int, policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str],
          private_root: bool, slot: int, cpu: int | None, slot_cgroups: cgroups.Cgroups,
-         seccomp: limits.Filters | None, limit_shm: bool) -> None:
+         seccomp: limits.Filters | None, limit_shm: bool, dirs_prefix: str = "") -> None:
     """Serve slot ``slot``'s ``run``/``stop`` messages from the zygote; write one exit report per program to
     ``report_fd`` (shared by the slots' forkers: a report is one write, far below the size a pipe keeps whole).
     ``cpu``: the slot's own CPU, or None. ``slot_cgroups`` and ``seccomp`` (the compiled filter's two parts): the
-    kernel layers the zygote found to hold; ``limit_shm``: whether each job's IPC namespace gets its shmall."""
-    template = set_up(policy, uid_bases, site_dirs, private_root, slot, cpu, slot_cgroups, seccomp, limit_shm)
+    kernel layers the zygote found to hold; ``limit_shm``: whether each job's IPC namespace gets its shmall;
+    ``dirs_prefix``: how the names of the jobs' directories start where jobs share the host's (``jobdirs``)."""
+    template = set_up(policy, uid_bases, site_dirs, private_root, slot, cpu, slot_cgroups, seccomp, limit_shm,
+                      dirs_prefix)
     Slot(template, jobs, report_fd).serve()
 
 
 def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool, slot: int,
            cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None,
-           limit_shm: bool = False) -> Template:
+           limit_shm: bool = False, dirs_prefix: str = "") -> Template:
     """The template every job's process is forked from: its layers set once, its code warm, its heap frozen."""
     # every process of the slot's jobs is born here; the filter keeps them here
     if cpu is not None:
@@ -134,8 +137,10 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
     # what every job's process inherits: the collector never walks it, so fork's pages stay shared
     gc.freeze()
+    dirs = jobdirs.JobDirs(tempdir(), dirs_prefix or f"{jobdirs.PREFIX}{os.getpid()}_", layers.prepare_files,
+                           layers.forget_files) if pidns is None else None
     return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
-                    limit_shm and watch is not None and networks is not None, leftovers)
+                    limit_shm and watch is not None and networks is not None, leftovers, dirs)
 
 
 class Slot:
@@ -146,8 +151,9 @@ class Slot:
         self.jobs = jobs
         self.report = _PipeWriter(report_fd)
         self.running: dict[int, _Program] = {}
-        # judge pid -> its uid, hard deadline and program's pid
-        self.judges: dict[int, tuple[int, float, int]] = {}
+        # judge pid -> its uid, hard deadline, program's pid, and the directories released once it is gone (its
+        # own; its program's, where the program ended first: a pytest file's judge may work there)
+        self.judges: dict[int, tuple[int, float, int, list[str]]] = {}
         self.by_id: dict[int, int] = {}
         # judge pid -> its program's exit report, sent once the judge is gone
         self.waiting: dict[int, bytes] = {}
@@ -182,6 +188,10 @@ class Slot:
         if not msg:  # the zygote is gone: so are its jobs
             for pid in [*self.running, *self.judges]:
                 os.kill(pid, signal.SIGKILL)
+            if self.t.dirs is not None:  # once the killed are gone
+                for pid in [*self.running, *self.judges]:
+                    os.waitpid(pid, 0)
+                self.t.dirs.remove_all()
             os._exit(0)
         desc = json.loads(msg)
         if desc["op"] == "run":
@@ -230,8 +240,10 @@ class Slot:
         if pid is None or judge is None:
             for victim in (v for v in (pid, judge) if v is not None):
                 _kill(victim)
-            # the program's directory, where one was made ("": none)
-            rmtree(desc.get("workdir", ""))
+            # the job's directories, where made ("": none): removed, never reused (a process may still be there)
+            if t.dirs is not None:
+                for path in (desc.get("workdir", ""), desc.get("judge_workdir", "")):
+                    t.dirs.discard(path)
             # those not yet closed
             for fd in fds if unlimited else (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
                 os.close(fd)
@@ -241,7 +253,7 @@ class Slot:
             return
         deadline = time.monotonic() + float(desc["timeout"]) + (IO_EXTRA_S if desc.get("io") else HARD_EXTRA_S)
         if judge:
-            self.judges[judge] = (judge_uid, deadline, pid)
+            self.judges[judge] = (judge_uid, deadline, pid, [desc.get("judge_workdir", "")])
         self.running[pid] = _Program(desc["id"], uid, deadline, desc.get("workdir", ""), judge, int(desc["memory_mb"]))
         self.by_id[desc["id"]] = pid
 
@@ -249,11 +261,8 @@ class Slot:
         t = self.t
         workdir = ""
         try:
-            if t.pidns is None:
-                workdir = tempdir(new=True)
-                if t.policy.uid_drop:
-                    os.chown(workdir, uid, uid)
-                desc["workdir"] = workdir
+            if t.dirs is not None:
+                workdir = desc["workdir"] = t.dirs.take(uid if t.policy.uid_drop else None)
         except OSError:
             workdir = ""
         for name in desc.get("preload") or ():
@@ -267,7 +276,16 @@ class Slot:
 
     def spawn_judge(self, desc: dict, fds: list[int], uid: int) -> int | None:
         t = self.t
-        job = Job(desc, fds, t.policy, uid, "", t.site_dirs, t.layers, t.private_root)
+        workdir = ""
+        # a directory of its own under its own uid, removed with everything else its uid owns when it exits
+        if t.dirs is not None and t.policy.uid_drop and not scratch.shared_directory(desc, t.policy):
+            try:
+                workdir = desc["judge_workdir"] = t.dirs.take(uid)
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                return None
+        job = Job(desc, fds, t.policy, uid, workdir, t.site_dirs, t.layers, t.private_root)
         return self.fork(fds, lambda: run_judge(job))
 
     def fork(self, fds: list[int], child: Callable[[], object]) -> int | None:
@@ -301,7 +319,7 @@ class Slot:
             if now >= prog.deadline or now >= prog.stop_at:
                 prog.timed_out = prog.timed_out or now >= prog.deadline
                 _kill(pid)
-        for pid, (_, deadline, _) in self.judges.items():
+        for pid, (_, deadline, _, _) in self.judges.items():
             if now >= deadline:
                 _kill(pid)
 
@@ -312,7 +330,7 @@ class Slot:
         while exits:
             pid, status = exits.pop(0)
             if pid in self.judges:
-                judge_uid, _, program = self.judges.pop(pid)
+                judge_uid, _, program, dirs = self.judges.pop(pid)
                 # its verdict is out: the program has a moment to finish, then stops
                 if program in self.running:
                     self.running[program].stop_at = min(self.running[program].stop_at,
@@ -320,6 +338,8 @@ class Slot:
                 left = []
                 if policy.shares_host_dirs:
                     exits += cleanup.kill_leftovers(policy, judge_uid, set(self.running) | set(self.judges))
+                    if self.t.dirs is not None:  # emptied for the next job, or removed
+                        left += [why for path in dirs for why in self.t.dirs.release(path)]
                     if self.t.leftovers is not None:
                         left = self.t.leftovers.remove_owned(judge_uid).left
                 if pid in self.waiting:
@@ -334,7 +354,10 @@ class Slot:
             del self.by_id[prog.id]
             if policy.shares_host_dirs:
                 exits += cleanup.kill_leftovers(policy, prog.uid, set(self.running) | set(self.judges))
-                prog.left += rmtree(prog.workdir)
+                if prog.judge in self.judges:  # still running: the directory waits for it
+                    self.judges[prog.judge][3].append(prog.workdir)
+                elif self.t.dirs is not None:  # emptied for the next job, or removed
+                    prog.left += self.t.dirs.release(prog.workdir)
                 if self.t.leftovers is not None:  # its files, IPC objects and queues: none reaches the next job
                     prog.left += self.t.leftovers.remove_owned(prog.uid).left
             if self.t.layers.seccomp is None and policy.uid_drop:  # nothing kept it from keys

@@ -24,11 +24,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..isolation import cgroups, cleanup, kernel, limits
+from ..isolation import cgroups, cleanup, jobdirs, kernel, limits
 from ..policy import Policy
 from ..verdict import decoder, judge, wire
 from ..verdict.stdio import IoRow
 from . import forker
+from .contain import tempdir
 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
@@ -106,6 +107,8 @@ class Zygote:
         self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
         rep_r, rep_w = os.pipe()  # every forker's exit reports
         cpus = kernel.job_cpus(workers)
+        # jobs work in the host's temporary directory: their directories, kept by the forkers, go with the pool
+        dirs_prefix = jobdirs.start_janitor(tempdir()) if policy.shares_host_dirs else ""
         self.forkers: list[socket.socket] = []  # slot -> the line to its forker (which only reads it: EOF = died)
         for slot in range(workers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -118,7 +121,7 @@ class Zygote:
                     os.dup2(devnull, 0)
                     os.dup2(devnull, 1)
                     forker.main(theirs, rep_w, policy, uid_bases, site_dirs, private_root, slot,
-                                cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp, limit_shm)
+                                cpus[slot % len(cpus)] if cpus else None, slot_cgroups, seccomp, limit_shm, dirs_prefix)
                 except BaseException:  # noqa: BLE001 - a sandbox fault: say why on the trainer's stderr
                     import traceback  # noqa: PLC0415 - only on a fault
 
