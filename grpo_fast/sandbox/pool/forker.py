@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import select
 import signal
 import socket
 import sys
@@ -31,7 +30,7 @@ from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, mem
 from ..policy import Policy
 from ..verdict import pytest_run, scratch
 from .contain import Job, enter_environment, run_judge, run_program, tempdir
-from .warmup import warm_up
+from .warmup import readable, warm_up
 
 # after the judge is done: time for the program to flush its output and exit by itself
 STOP_GRACE_S = 0.1
@@ -171,11 +170,10 @@ class Slot:
                        *(j[1] for j in self.judges.values()),
                        *([watch.next_at] if watch is not None and self.running else [])], default=None)
             watched = [watch.fd] if watch is not None and watch.fd >= 0 and self.running else []
-            ready = select.select([self.jobs, self.wake_r, *watched], [], [],
-                                  None if due is None else max(0.0, due - now))[0]
+            ready = readable([self.jobs.fileno(), self.wake_r, *watched], None if due is None else max(0.0, due - now))
             if watched and watched[0] in ready:
                 watch.woken()  # type: ignore[union-attr]
-            if self.jobs in ready:
+            if self.jobs.fileno() in ready:
                 self.receive()
             if self.wake_r in ready:
                 while _drain(self.wake_r):

@@ -31,10 +31,20 @@ class _Pumped(Stream):
 
     def recv(self) -> bytes:
         theirs = self.program.channel.stream
-        while select.select([theirs.fd], [], [], 0)[0] and not select.select([self.fd], [], [], 0)[0]:
+        while readable([theirs.fd]) and not readable([self.fd]):
             frame = self.program.loads(theirs.recv())  # a request: (REQUEST, id, op, args)
             self.program.channel.answer(frame[1], frame[2], frame[3])
         return super().recv()
+
+
+def readable(fds: list[int], timeout: float | None = 0) -> set[int]:
+    """The descriptors of ``fds`` readable (or hung up) within ``timeout`` seconds (None: until one is). poll, not
+    select: the template holds a descriptor per Landlock rule (hundreds where the interpreter lives below /tmp), so
+    the forker's own descriptors may be numbered past select's 1024."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
 
 
 def warm_up(rounds: int = ROUNDS) -> None:
