@@ -158,9 +158,11 @@ class Sandbox:
         fd = proc.stdout.fileno()  # type: ignore[union-attr]
         buf = b""
         need = 4
+        poller = select.poll()  # not select(): a trainer may hold more than 1024 descriptors
+        poller.register(fd, select.POLLIN)
         while len(buf) < need:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not poller.poll(left * 1000):
                 return None
             chunk = os.read(fd, need - len(buf))
             if not chunk:

@@ -66,6 +66,8 @@ class Stream:
         self.sock, self.max_frame, self.buf = sock, max_frame, bytearray()
         self.fd: int = sock if type(sock) is int else sock.fileno()
         self.deadline: float | None = None
+        self.poller = select.poll()  # not select(): a template's descriptors may be numbered past 1024
+        self.poller.register(self.fd, select.POLLIN)
 
     def send(self, payload: bytes) -> None:
         view = memoryview(U32.pack(len(payload)) + payload)
@@ -87,7 +89,7 @@ class Stream:
                     return data
             if self.deadline is not None:
                 left = self.deadline - time.monotonic()
-                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                if left <= 0 or not self.poller.poll(left * 1000):
                     raise Deadline
             try:
                 chunk = os.read(self.fd, 65536)
