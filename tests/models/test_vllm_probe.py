@@ -137,6 +137,7 @@ def test_no_probe_where_the_config_decides(vllm_machine):
     assert not [n for n in cfg.notes if "generation: auto" in n]
 
 
+@pytest.mark.slow  # the probe's real subprocess: `make test-fast` leaves it out
 def test_a_probe_that_cannot_run_here_is_cached_with_its_reason(tmp_path, tiny_model_dir):
     """Without vLLM the probe's subprocess fails for real: the reason is stored (retried after RETRY_DAYS) and the
     next call reads it without starting the subprocess again."""

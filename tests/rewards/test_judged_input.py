@@ -72,6 +72,7 @@ def _dry_run(model_dir, rewards: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # each case a whole dry run in a fresh interpreter: `make test-fast` leaves them out
 @pytest.mark.parametrize("entry, key, said", [
     ("{name: llm_judge, rubric: qa, judge_model: /no/such/judge}", "rewards[1].judge_model", "/no/such/judge"),
     ("{model: /no/such/reward-model}", "rewards[1].model", "/no/such/reward-model"),
