@@ -7,9 +7,9 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
 * ``isolation/`` -- the host's mechanisms, each in a file: ``limits`` (rlimits, seccomp, kernel keys), ``cgroups``,
   ``userns`` (a normal user's namespaces), ``landlock``, ``namespaces`` (namespaces, private mounts, the minimal
   root, uid drop, a job's fork), ``kernel`` (the layers a job's processes enter), ``cleanup`` (by uid, where jobs
-  share the host's directories), ``jobdirs`` (their directories there, reused from job to job), ``memory`` (a
-  job's memory where cgroups are refused), ``probe`` (the strongest policy this host allows, and which layer
-  holds).
+  share the host's directories), ``janitor`` (a process that outlives the pool and removes what it left),
+  ``jobdirs`` (their directories there, reused from job to job), ``memory`` (a job's memory where cgroups are
+  refused), ``probe`` (the strongest policy this host allows, and which layer holds).
 * ``verdict/`` -- the judge<->program protocol: ``wire``, ``decoder``, ``abcs``, ``channel``, ``mutables`` (frames,
   the data-only codec, the container ABCs a program class may declare, nested requests and replies, the containers
   a test hands over); ``scratch`` (the working directory a test and its program share); ``script``, ``lent``,

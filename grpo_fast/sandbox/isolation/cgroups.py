@@ -12,8 +12,9 @@ time. The zygote makes them; a janitor removes them when the pool is gone. Only 
 from __future__ import annotations
 
 import os
-import signal
 import time
+
+from .janitor import after_pool
 
 CONTROLLERS = ("memory", "pids", "cpu")
 POOL_PREFIX = "grpo_fast_sbx."  # a pool's cgroup directory: POOL_PREFIX + the zygote's pid, one subdirectory a slot
@@ -182,25 +183,14 @@ def start_janitor(cgroups: Cgroups) -> None:
     trainer ends a pool by killing it: the pool cannot clean up after itself)."""
     if not cgroups.pools:
         return
-    r, w = os.pipe()  # the write end stays open in the zygote and every forker: EOF when all are gone
-    if os.fork() == 0:
-        try:
-            os.close(w)
-            os.setsid()
-            if os.fork():  # a grandchild, adopted by init: nobody has to wait for it
-                os._exit(0)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            while os.read(r, 1):
-                pass
-            for _ in range(200):  # the last processes of the pool may take a moment to leave their cgroups
-                if all([_rmdirs(p) for p in cgroups.pools]):
-                    break
-                time.sleep(0.05)
-        finally:
-            os._exit(0)
-    os.close(r)
-    os.set_inheritable(w, False)
-    os.wait()  # the intermediate child exits at once
+
+    def remove() -> None:
+        for _ in range(200):  # the last processes of the pool may take a moment to leave their cgroups
+            if all([_rmdirs(p) for p in cgroups.pools]):
+                break
+            time.sleep(0.05)
+
+    after_pool(remove)
 
 
 class SlotLimits:

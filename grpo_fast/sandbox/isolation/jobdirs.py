@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import struct
 from collections.abc import Callable
 from stat import S_IMODE, S_ISDIR
 
 from .cleanup import empty_tree, remove_tree
+from .janitor import after_pool
 
 PREFIX = "grpo_fast_sbx_"
 # the inode's own attributes, which its owner (the job) may set and keep no matter what the directory holds: chattr's
@@ -172,22 +172,11 @@ def start_janitor(parent: str) -> str:
     the trainer ends a pool by killing it, so its forkers cannot remove the directories they keep for the next
     jobs."""
     prefix = f"{PREFIX}{os.getpid()}_{os.urandom(4).hex()}_"
-    r, w = os.pipe()  # the write end stays open in the zygote and every forker: EOF when all are gone
-    if os.fork() == 0:
-        try:
-            os.close(w)
-            os.setsid()
-            if os.fork():  # a grandchild, adopted by init: nobody has to wait for it
-                os._exit(0)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            while os.read(r, 1):
-                pass
-            for entry in os.scandir(parent):
-                if entry.name.startswith(prefix):
-                    remove_tree(entry.path)
-        finally:
-            os._exit(0)
-    os.close(r)
-    os.set_inheritable(w, False)
-    os.wait()  # the intermediate child exits at once
+
+    def remove() -> None:
+        for entry in os.scandir(parent):
+            if entry.name.startswith(prefix):
+                remove_tree(entry.path)
+
+    after_pool(remove)
     return prefix
