@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo_fast import models
+from grpo_fast import models, rundir
 from grpo_fast.errors import UserError
 from grpo_fast.models import gpu
 from grpo_fast.run.resolve import resolve_config
@@ -158,3 +158,25 @@ def launch(argv_after_train: list[str], num_processes: int, config: str | None =
         env.setdefault("ACCELERATE_USE_CPU", "true")
     print(f"launching {num_processes} processes ({device}): {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     return subprocess.call(cmd, env=env)
+
+
+
+def release_workers() -> None:
+    """Once training is over, every worker meets the others; all but rank 0 then leave the process group,
+    done. A worker that exits still in it can abort in gloo's teardown ("terminate called without an active
+    exception", pytorch#179291): torchrun then failed a run that had trained. Rank 0 keeps its group while it
+    writes and evaluates alone (a new one would wait for the others) and leaves at the end (``leave_group``)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        if not rundir.is_main_process():
+            dist.destroy_process_group()
+
+
+def leave_group() -> None:
+    """Leave the process group, if this process is in one: nothing else in it is waiting any more."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from safetensors import SafetensorError
 
-from grpo_fast import models, rundir
+from grpo_fast import models, rundir, scale
 from grpo_fast.config import RunConfig
 from grpo_fast.entry import make_callable, quiet_libraries
 from grpo_fast.errors import UserError
@@ -105,6 +105,7 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                 break
     except WRITE_ERRORS as err:
         raise write_error(err, run_dir) from None
+    scale.release_workers()
     wall = time.time() - start
     first, last = reward_span(run_dir)
     summary = {"run_dir": str(run_dir), "steps": steps, "reward_first": first, "reward_last": last,
@@ -121,6 +122,8 @@ def train(config: str | RunConfig | None = None, *, force: bool = False, resume:
                 finish_with_evaluation(run_dir)
         except WRITE_ERRORS as err:
             raise write_error(err, run_dir) from None
+        finally:
+            scale.leave_group()
     return rundir.Run.open(run_dir)
 
 
