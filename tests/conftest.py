@@ -20,13 +20,26 @@ from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Where the run selected a PyPI test, pip's dry runs of the two GPU locks start now, in the background; and
     the whole-process runs that the selected tests' modules list in ``BACKGROUND`` (tests/helpers/background.py)."""
+    if session.config.option.collectonly:
+        return
     if any(item.get_closest_marker("network") for item in session.items):
         for name in pinned.LOCK_FILES:
             pinned.start_resolving(name)
     for item in session.items:
-        run = getattr(item.module, "BACKGROUND", {}).get(getattr(item, "originalname", ""))
+        run = background_run(item)
         if run is not None:
-            background.start(item.originalname, **run)
+            background.start(item.originalname, run)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that wait for a background run go last: their runs then overlap the rest of the suite."""
+    items.sort(key=lambda item: background_run(item) is not None)  # stable: the order is kept otherwise
+
+
+def background_run(item: pytest.Item):
+    """The whole-process run that ``item``'s module lists for it in ``BACKGROUND``, if any."""
+    module = getattr(item, "module", None)
+    return getattr(module, "BACKGROUND", {}).get(getattr(item, "originalname", ""))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -123,6 +123,7 @@ class Sandbox:
         self._level = ""
         self._layers: dict[str, str] = {}
         self._imports_refused = ""  # why a job's imports of modules not loaded before it fail here, if they do
+        self._uids: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._next = 0
 
@@ -141,6 +142,7 @@ class Sandbox:
         self._level = hello["level"]
         self._layers = dict(hello.get("layers") or {})
         self._imports_refused = str(hello.get("imports_refused") or "")
+        self._uids = [(int(low), int(high)) for low, high in hello.get("uids") or ()]
         for warning in hello.get("warnings") or ():
             log.warning("code sandbox: %s", warning)
         if self._level != STRONGEST.name:
@@ -189,6 +191,13 @@ class Sandbox:
         with self._lock:
             self._ensure()
             return dict(self._layers)
+
+    def uid_ranges(self) -> list[tuple[int, int]]:
+        """The host uids ``[low, high)`` this pool's judges and programs run as, where it drops each job to uids of
+        its own (root); empty where every job runs as your uid. A process of these uids outlives no job."""
+        with self._lock:
+            self._ensure()
+            return list(self._uids)
 
     def close(self) -> None:
         with self._lock:

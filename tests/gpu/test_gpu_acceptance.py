@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import subprocess
@@ -13,16 +14,26 @@ import background
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_acceptance.py"
-REDUCED = Path(tempfile.mkdtemp(prefix="gpu-acceptance-"))  # the reduced run's folder: its JSON and run dirs
+
+
+@functools.cache
+def reduced_dir() -> Path:
+    """The reduced run's folder (its JSON and run dirs), made when the run starts."""
+    return Path(tempfile.mkdtemp(prefix="gpu-acceptance-"))
+
+
+def reduced_run() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--reduced", "--out", str(reduced_dir() / "acceptance.json")],
+                          capture_output=True, text=True, timeout=1800, cwd=reduced_dir())
+
+
 # started when the suite is collected (tests/helpers/background.py): one fresh interpreter, a minute on 2 cores
-BACKGROUND = {"test_reduced_mode_runs_every_phase_and_writes_one_json": {
-    "args": [sys.executable, str(SCRIPT), "--reduced", "--out", str(REDUCED / "acceptance.json")],
-    "timeout": 1800, "cwd": REDUCED}}
+BACKGROUND = {"test_reduced_mode_runs_every_phase_and_writes_one_json": reduced_run}
 
 
 @pytest.mark.slow
 def test_reduced_mode_runs_every_phase_and_writes_one_json():
-    out = REDUCED / "acceptance.json"
+    out = reduced_dir() / "acceptance.json"
     proc = background.result("test_reduced_mode_runs_every_phase_and_writes_one_json")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     report = json.loads(out.read_text())

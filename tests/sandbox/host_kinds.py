@@ -26,12 +26,18 @@ import shutil
 import site
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+# Imported here, not in the forked child: another thread of the suite may be importing when a background run
+# forks (tests/helpers/background.py).
+from grpo_fast.sandbox.isolation import namespaces as isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "grpo_sbx_user"
 TOKEN = "hf_kitTESTtokenNEVERleaves0123456789"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nkitTESTkeyNEVERleaves\n-----END OPENSSH PRIVATE KEY-----\n"
+_USERADD = threading.Lock()  # a background run may make its account while the suite makes another
 
 
 def can_make_users() -> str:
@@ -45,11 +51,12 @@ def can_make_users() -> str:
 
 def make_user(name: str = USER) -> pwd.struct_passwd:
     """A normal account with a home holding a Hugging Face token and an SSH key (mode 600, its own)."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
-        entry = pwd.getpwnam(name)
+    with _USERADD:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
+            entry = pwd.getpwnam(name)
     home = Path(entry.pw_dir)
     for rel, text in ((".cache/huggingface/token", TOKEN), (".ssh/id_rsa", SSH_KEY)):
         path = home / rel
@@ -68,8 +75,6 @@ def _reachable_dirs() -> list[str]:
 
 def _become(entry: pwd.struct_passwd, userns: bool = True) -> None:
     """In the child before exec: the interpreter made reachable (own mount namespace), then the user's ids."""
-    from grpo_fast.sandbox.isolation import namespaces as isolation
-
     isolation.expose_interpreter(_reachable_dirs())
     if not userns:
         _docker_seccomp()
@@ -113,8 +118,6 @@ def _contain(expose: bool = True) -> None:
     """In the child before exec: a container's view of this host (see the module's docstring). ``expose=False``:
     the interpreter stays where this host keeps it (under /root on CI: a container whose Python its jobs' uids
     cannot read)."""
-    from grpo_fast.sandbox.isolation import namespaces as isolation
-
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.unshare(0x20000) == 0  # CLONE_NEWNS
     isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
@@ -129,8 +132,6 @@ def _contain(expose: bool = True) -> None:
 
 def _read_only_cgroups() -> None:
     """In this process's own private mount namespace: every cgroup mount read-only (the kit cannot make its own)."""
-    from grpo_fast.sandbox.isolation import namespaces as isolation
-
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f]
     for point in sorted(p for p in points if p == "/sys/fs/cgroup" or p.startswith("/sys/fs/cgroup/")):
@@ -138,8 +139,6 @@ def _read_only_cgroups() -> None:
 
 
 def _cgroups_refused() -> None:
-    from grpo_fast.sandbox.isolation import namespaces as isolation
-
     assert ctypes.CDLL(None, use_errno=True).unshare(0x20000) == 0  # CLONE_NEWNS
     isolation.mount("none", "/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
     _read_only_cgroups()

@@ -42,9 +42,11 @@ def _pids_with_uid(low: int, high: int) -> list[int]:
     return found
 
 
-def _sandbox_pids() -> list[int]:
-    """Processes running as a sandbox uid (the zygote hands out uids >= 0x40000000)."""
-    return _pids_with_uid(0x40000000, 1 << 32)
+def _sandbox_pids(box: sb.Sandbox | None = None) -> list[int]:
+    """Processes running as one of the pool's program uids (where it drops to uids of its own: it hands out
+    ``uid_ranges()``). Only its own: another pool on the host (a suite run beside this one) is not this pool's."""
+    ranges = (box or sb.default_sandbox()).uid_ranges()
+    return _pids_with_uid(*ranges[0]) if ranges else []
 
 
 HOSTILE = {
@@ -237,9 +239,10 @@ def test_no_two_runs_share_a_uid_whatever_their_kind() -> None:
         box.close()
 
 
-def _judge_pids() -> list[int]:
-    """Judges run as uids 0x80000000 above the programs' range."""
-    return _pids_with_uid(0xC0000000, 1 << 32)
+def _judge_pids(box: sb.Sandbox | None = None) -> list[int]:
+    """Processes running as one of the pool's judge uids (0x80000000 above its programs' range)."""
+    ranges = (box or sb.default_sandbox()).uid_ranges()
+    return _pids_with_uid(*ranges[1]) if ranges else []
 
 
 def test_no_judge_outlives_its_job() -> None:
@@ -334,7 +337,7 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
                               sb.make_io_job("while True: pass", ["1\n"], ["2"], timeout=0.5)])
         assert [r.failures for r in stdin] == [["", ""], ["timeout"]]
         if level == "uid-drop":
-            assert _sandbox_pids() == []
+            assert box.uid_ranges() and _sandbox_pids(box) == []
     finally:
         box.close()
 

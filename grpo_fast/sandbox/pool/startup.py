@@ -14,6 +14,7 @@ import sys
 from ..isolation import cgroups, kernel, limits, memory, namespaces, probe, userns
 from ..policy import POLICIES
 from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
+from . import forker
 from .zygote import Zygote, send
 
 PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
@@ -78,5 +79,7 @@ def main(argv: list[str]) -> None:
                  if state.startswith("refused")]
     zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp,
                     layers.get("sysv shm limit", "").startswith("holds") and policy.namespaces)
-    send(1, {"level": policy.name, "warnings": warnings, "layers": layers, "imports_refused": imports_refused})
+    own_uids = [[base, base + forker.UID_SPAN] for base in zygote.uid_bases] if policy.uid_drop else []
+    send(1, {"level": policy.name, "warnings": warnings, "layers": layers, "imports_refused": imports_refused,
+             "uids": own_uids})
     zygote.serve()

@@ -98,6 +98,7 @@ class Zygote:
         self.policy, self.workers, self.site_dirs = policy, workers, site_dirs
         uid_base = 0x40000000 + int.from_bytes(os.urandom(2), "little") % 1024 * 0x100000
         uid_bases = (uid_base, uid_base + 0x80000000)  # a judge's uid is never a program's: none can signal it
+        self.uid_bases = uid_bases
         self.free = list(range(workers))
         self.next_run = 1 << 40  # ids of stdin test runs, never a client's job id
         self.runs = 0  # every run's uid comes from this count: no two live runs (of any slot) share a uid
