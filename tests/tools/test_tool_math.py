@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
+import background
 import pytest
 
 from grpo_fast.errors import UserError
@@ -232,40 +236,36 @@ def test_environment_by_reference_and_errors(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- a real run
 
 
-@pytest.mark.slow
-def test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools(in_tmp) -> None:
-    """SFT warm-up on demonstrations, GRPO steps through TRL's environment_factory loop (HF generation, the real
-    sandbox), then the held-out evaluation runs the same loop."""
-    from grpo_fast.train import train
+def tool_math_run() -> subprocess.CompletedProcess:
+    workdir = tempfile.mkdtemp(prefix="tool-math-")
+    return subprocess.run([sys.executable, str(Path(__file__).with_name("tool_math_run.py")), workdir],
+                          capture_output=True, text=True, timeout=1800, cwd=workdir)
 
-    result = train("tool_math", eval_rows=8, num_generations=4,
-                   per_device_train_batch_size=4, stages=[
-                       {"name": "warmup", "sft": True, "max_steps": 16, "learning_rate": 1e-3},
-                       {"name": "grpo", "max_steps": 2}])
-    metrics = [json.loads(line) for line in (result.path / "metrics.jsonl").read_text().splitlines()]
-    grpo = [m for m in metrics if m.get("stage") == "grpo"]
+
+# started when the suite is collected (tests/helpers/background.py): one fresh interpreter, a minute or two
+BACKGROUND = {"test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools": tool_math_run}
+
+
+@pytest.mark.slow
+def test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools() -> None:
+    """SFT warm-up on demonstrations, GRPO steps through TRL's environment_factory loop (HF generation, the real
+    sandbox), then the held-out evaluation runs the same loop; chat and generate run it with the trained adapter
+    (tests/tools/tool_math_run.py)."""
+    proc = background.result("test_tool_math_trains_with_trl_tool_loop_and_evaluates_with_tools")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    grpo = [m for m in run["metrics"] if m.get("stage") == "grpo"]
     assert len(grpo) == 2 and all("tools/call_frequency" in m for m in grpo), sorted(grpo[0])
     assert sum(m["tools/call_frequency"] for m in grpo) > 0  # the warmed-up model calls the tool in training
-    ev = result.evaluation
+    ev = run["evaluation"]
     assert ev["settings"]["environment"] == "grpo_fast.tools.python:PythonSession"
     assert ev["trained"]["tool_use"] > 0 and "[call python(" in ev["trained"]["examples"][0]["completion"]
-    samples = [json.loads(line) for line in (result.path / "samples.jsonl").read_text().splitlines()]
-    assert any("[call python(" in s["completion"] and "[python -> " in s["completion"] for s in samples)
+    assert any("[call python(" in s["completion"] and "[python -> " in s["completion"] for s in run["samples"])
 
     # chat and generate run the same loop with the trained adapter: calls in the sandbox, outputs shown
-    import io
-
-    from grpo_fast import infer
-    from grpo_fast.rundir import Run
-
-    prompts = in_tmp / "prompts.txt"
-    prompts.write_text("What is 4837 * 2913?\nWhat is 1234 * 5678?\n")
-    records = infer.generate_file(result.path, prompts, in_tmp / "out.jsonl", engine="transformers",
-                                  max_new_tokens=96)
-    assert [json.loads(line) for line in (in_tmp / "out.jsonl").read_text().splitlines()] == records
+    records = run["records"]
+    assert run["written"] == records
     assert all(r["tool_calls"] >= 1 and r["messages"][0].get("tool_calls") for r in records), records
     assert all(re.search(r"\[python -> \d+\]", r["completion"]) for r in records), records  # ran, printed a number
-    gen = infer.Generator(Run.open(result.path, lora=True), infer.select_engine("transformers"), max_new_tokens=96)
-    out = io.StringIO()
-    assert infer.chat_loop(gen, ["What is 4837 * 2913?", "/exit"], out) == 1
-    assert "tools from PythonSession" in out.getvalue() and re.search(r"\[python -> \d+\]", out.getvalue())
+    assert run["chat_rc"] == 1
+    assert "tools from PythonSession" in run["chat"] and re.search(r"\[python -> \d+\]", run["chat"])
