@@ -7,9 +7,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import background
 import pytest
 from stand_in_smi import HOSTS, stand_in_smi
 
@@ -47,23 +49,30 @@ def test_a_gpu_host_keeps_the_requirements_torch(tmp_path):
     assert proc.returncode == 0 and "an NVIDIA GPU (Tesla T4)" in proc.stdout
 
 
-@pytest.mark.slow
-def test_setup_falls_back_fast_and_says_which_build(tmp_path):
-    """A fresh venv, as make setup makes it, with no nvidia-smi on PATH: the index probe fails in seconds and
-    torch 2.13.0 comes from pip's indexes (on this machine its find-links folder: the CPU build)."""
-    venv = tmp_path / "venv"
+def setup_without_nvidia() -> subprocess.CompletedProcess:
+    """A fresh venv, as make setup makes it, set up with no nvidia-smi on PATH."""
+    venv = Path(tempfile.mkdtemp(prefix="cpu-torch-")) / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True,
                    timeout=120)  # the outer pip installs into it (no pip of its own to install first)
-    python = str(venv / "bin" / "python")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--python", python, "--requirements",
+    return subprocess.run([sys.executable, str(SCRIPT), "--python", str(venv / "bin" / "python"), "--requirements",
                            str(ROOT / "requirements.txt"), "--pip-arg=--ignore-installed"],
                           capture_output=True, text=True, timeout=900, env=env)
+
+
+# started when the suite is collected (tests/helpers/background.py)
+BACKGROUND = {"test_setup_falls_back_fast_and_says_which_build": setup_without_nvidia}
+
+
+@pytest.mark.slow
+def test_setup_falls_back_fast_and_says_which_build():
+    """A fresh venv, as make setup makes it, with no nvidia-smi on PATH: the index probe fails in seconds and
+    torch 2.13.0 comes from pip's indexes (on this machine its find-links folder: the CPU build)."""
+    proc = background.result("test_setup_falls_back_fast_and_says_which_build")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     probe_s = float(re.search(r"cannot be reached \(.*; ([\d.]+) s\)", proc.stdout).group(1))
     assert probe_s < cpu_torch.PROBE_S + 1, proc.stdout
     installed = re.search(r"installed torch (\S+) \((.*)\)", proc.stdout)
     assert installed and installed.group(1).startswith("2.13.0"), proc.stdout
     assert installed.group(2) in ("the CPU build", "a CUDA 13.0 build")
-    print(f"fallback: probe {probe_s} s, whole step {time.monotonic() - start:.0f} s: {installed.group(0)}")
+    print(f"fallback: probe {probe_s} s: {installed.group(0)}")

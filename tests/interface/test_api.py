@@ -7,8 +7,10 @@ import inspect
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import background
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +50,23 @@ def test_bad_input_raises_user_error_with_a_fix(tiny_model_dir, in_tmp):
         grpo_fast.load(in_tmp)
 
 
-@pytest.mark.slow
-def test_readme_python_example_runs_as_written(tmp_path):
+def readme_example() -> subprocess.CompletedProcess:
+    """The README's Python example as a file, run by a fresh interpreter in a folder of its own."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Python API", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    (tmp_path / "example.py").write_text(code, encoding="utf-8")
-    proc = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, cwd=tmp_path, timeout=1200)
+    folder = Path(tempfile.mkdtemp(prefix="readme-example-"))
+    (folder / "example.py").write_text(code, encoding="utf-8")
+    return subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, cwd=folder, timeout=1200)
+
+
+# started when the suite is collected (tests/helpers/background.py)
+BACKGROUND = {"test_readme_python_example_runs_as_written": readme_example}
+
+
+@pytest.mark.slow
+def test_readme_python_example_runs_as_written():
+    proc = background.result("test_readme_python_example_runs_as_written")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "held-out (8 rows, base -> trained): accuracy" in proc.stdout and "'metric': 'accuracy'" in proc.stdout
     assert "Warning" not in proc.stderr, proc.stderr[-2000:]  # as quiet as the CLI
