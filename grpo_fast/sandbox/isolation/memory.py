@@ -68,8 +68,7 @@ def refused_where_forked(enter_root: Callable[[], object], ipc_namespaces: bool)
 
 def _resident(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
+        return int(namespaces.read_proc(f"/proc/{pid}/statm").split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
