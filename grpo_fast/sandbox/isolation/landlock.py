@@ -151,7 +151,7 @@ class Landlock:
 
 # landlock_restrict_self's number and its flags, made once: each job's process only calls it (every object it
 # makes or reads is a page copied from the template)
-_RESTRICT = _SYS.get(os.uname().machine, (0, 0, 0))[2]
+_RESTRICT = _SYS.get(os.uname().machine, (-1, -1, -1))[2]  # -1: no such call (ENOSYS), never another call
 _NO_FLAGS = ctypes.c_uint32(0)
 
 
