@@ -228,9 +228,8 @@ def _owned_ipc(uid: int) -> list[tuple[str, str, int]]:
     found: list[tuple[str, str, int]] = []
     for kind, call, column in _IPC:
         try:
-            with open(f"/proc/sysvipc/{kind}") as f:
-                header, *rows = f.read().splitlines()
-        except OSError:
+            header, *rows = namespaces.read_proc(f"/proc/sysvipc/{kind}").decode().splitlines()
+        except (OSError, ValueError):
             continue
         names = header.split()
         for row in rows:

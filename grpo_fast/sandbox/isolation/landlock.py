@@ -149,9 +149,14 @@ class Landlock:
             os.close(ruleset)
 
 
+# landlock_restrict_self's number and its flags, made once: each job's process only calls it (every object it
+# makes or reads is a page copied from the template)
+_RESTRICT = _SYS.get(os.uname().machine, (-1, -1, -1))[2]  # -1: no such call (ENOSYS), never another call
+_NO_FLAGS = ctypes.c_uint32(0)
+
+
 def _enforce(ruleset: int) -> None:
-    _, _, restrict = _SYS[os.uname().machine]
-    if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) != 0:  # needs no_new_privs
+    if _libc.syscall(_RESTRICT, ruleset, _NO_FLAGS) != 0:  # needs no_new_privs
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 

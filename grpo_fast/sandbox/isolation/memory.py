@@ -68,8 +68,7 @@ def refused_where_forked(enter_root: Callable[[], object], ipc_namespaces: bool)
 
 def _resident(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
+        return int(namespaces.read_proc(f"/proc/{pid}/statm").split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
@@ -87,14 +86,28 @@ def job_bytes(root: int, uid: int | None, orphans: list[int], shm_dir: str | Non
         total += _resident(pid)
         todo += namespaces.children(pid)
     if shm_dir and uid is not None:
-        for folder, dirs, files in os.walk(shm_dir, onerror=lambda err: None):  # subdirectories hold memory too
-            for name in dirs + files:
-                try:
-                    st = os.stat(os.path.join(folder, name), follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_uid == uid:
-                    total += st.st_blocks * 512
+        total += _owned_bytes(shm_dir, uid)
+    return total
+
+
+def _owned_bytes(top: str, uid: int) -> int:
+    """The blocks of every entry below ``top`` that ``uid`` owns (subdirectories hold memory too; links are not
+    followed), each looked at once: measured every ``POLL_S``, so without ``os.walk``'s lists and joined paths."""
+    total, folders = 0, [top]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if st.st_uid == uid:
+                        total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+        except OSError:
+            continue
     return total
 
 

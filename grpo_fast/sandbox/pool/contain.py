@@ -212,11 +212,39 @@ def enter_environment(workdir: str) -> None:
 
 
 def tempdir() -> str:
-    """The host's temporary directory, found once (by the template, before Landlock's layer: ``tempfile`` tries
-    a write there); the weaker levels' job directories are made in it (``jobdirs``)."""
+    """The host's temporary directory, found once (by the template, before Landlock's layer: finding it tries a
+    write there); the weaker levels' job directories are made in it (``jobdirs``)."""
     global _host_tempdir
     if not _host_tempdir:
-        import tempfile  # noqa: PLC0415 - not in the template of the namespaced levels: forks cost less
-
-        _host_tempdir = os.path.abspath(tempfile.gettempdir())
+        _host_tempdir = _writable_tempdir()
     return _host_tempdir
+
+
+def _writable_tempdir() -> str:
+    """What ``tempfile.gettempdir()`` finds (the same places in the same order, each tried with a file written and
+    removed), without importing ``tempfile``: it brings ``shutil`` and its compression modules, six shared
+    libraries that every judge and program would inherit (each mapping is copied at every fork and unmapped at
+    every exit)."""
+    places = [d for d in (os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")) if d]
+    places += ["/tmp", "/var/tmp", "/usr/tmp"]
+    try:
+        places.append(os.getcwd())
+    except OSError:
+        places.append(os.curdir)
+    for place in places:
+        place = os.path.abspath(place) if place != os.curdir else place
+        for _ in range(100):
+            name = os.path.join(place, f"tmp{os.urandom(6).hex()}")
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    os.write(fd, b"blat")
+                finally:
+                    os.close(fd)
+                    os.unlink(name)
+                return os.path.abspath(place)
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # not writable here: the next place
+    raise FileNotFoundError(f"no usable temporary directory in {places}")

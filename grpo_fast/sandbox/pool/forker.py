@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, memory, namespaces
 from ..policy import Policy
 from ..verdict import pytest_run, scratch
+from .aftercare import Aftercare
 from .contain import Job, enter_environment, run_judge, run_program, tempdir
 from .warmup import readable, warm_up
 
@@ -55,8 +56,7 @@ class Template:
     networks: namespaces.SlotNetwork | None
     watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
     limit_shm: bool  # each job's IPC namespace gets the job's shmall (found to work at the pool's start)
-    leftovers: cleanup.Leftovers | None = None  # what a job's uid left in the host's shared directories
-    dirs: jobdirs.JobDirs | None = None  # the jobs' directories in the host's, reused (no mount namespaces)
+    care: Aftercare  # the clean-up after each job's process: its directories and leftovers, where they are kept
 
 
 @dataclass
@@ -139,7 +139,7 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     dirs = jobdirs.JobDirs(tempdir(), dirs_prefix or f"{jobdirs.PREFIX}{os.getpid()}_", layers.prepare_files,
                            layers.forget_files) if pidns is None else None
     return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
-                    limit_shm and watch is not None and networks is not None, leftovers, dirs)
+                    limit_shm and watch is not None and networks is not None, Aftercare(policy, dirs, leftovers))
 
 
 class Slot:
@@ -155,7 +155,7 @@ class Slot:
         self.judges: dict[int, tuple[int, float, int, list[str]]] = {}
         self.by_id: dict[int, int] = {}
         # judge pid -> its program's exit report, sent once the judge is gone
-        self.waiting: dict[int, bytes] = {}
+        self.waiting: dict[int, dict] = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -186,10 +186,7 @@ class Slot:
         if not msg:  # the zygote is gone: so are its jobs
             for pid in [*self.running, *self.judges]:
                 os.kill(pid, signal.SIGKILL)
-            if self.t.dirs is not None:  # once the killed are gone
-                for pid in [*self.running, *self.judges]:
-                    os.waitpid(pid, 0)
-                self.t.dirs.remove_all()
+            self.t.care.forker_ending([*self.running, *self.judges])
             os._exit(0)
         desc = json.loads(msg)
         if desc["op"] == "run":
@@ -226,25 +223,19 @@ class Slot:
             except OSError:
                 pass  # e.g. cached pages above a lower limit: the slot keeps its previous one
         judge: int | None
-        if unlimited:
-            pid = judge = None
+        pid = judge = None
+        if unlimited or len(fds) != (4 if desc.get("io") else 6):
+            for fd in fds:
+                os.close(fd)
         elif desc.get("io"):  # a stdin test: the program alone; its output is judged by the zygote
-            pid = self.spawn_program(desc, fds, uid) if len(fds) == 4 else None
+            pid = self.fork(fds, self.program_job(desc, fds, uid))
             judge = 0
         else:
-            # the program first: its start (mounts) is the longer one, the judge's first read waits
-            pid = self.spawn_program(desc, fds[:4], uid) if len(fds) == 6 else None
-            judge = self.spawn_judge(desc, fds[4:], judge_uid) if pid is not None else None
+            pid, judge = self.spawn_pair(desc, fds, uid, judge_uid)
         if pid is None or judge is None:
             for victim in (v for v in (pid, judge) if v is not None):
                 _kill(victim)
-            # the job's directories, where made ("": none): removed, never reused (a process may still be there)
-            if t.dirs is not None:
-                for path in (desc.get("workdir", ""), desc.get("judge_workdir", "")):
-                    t.dirs.discard(path)
-            # those not yet closed
-            for fd in fds if unlimited else (fds[4:] if len(fds) == 6 else fds) if pid is None else ():
-                os.close(fd)
+            t.care.never_started(desc.get("workdir", ""), desc.get("judge_workdir", ""))
             self.report.send(json.dumps({"id": desc["id"], "returncode": None, "timed_out": False,
                                          "fault": f"the job's SysV shared-memory limit failed ({unlimited})"
                                          if unlimited else "could not start the program or its judge"}).encode())
@@ -255,14 +246,27 @@ class Slot:
         self.running[pid] = _Program(desc["id"], uid, deadline, desc.get("workdir", ""), judge, int(desc["memory_mb"]))
         self.by_id[desc["id"]] = pid
 
-    def spawn_program(self, desc: dict, fds: list[int], uid: int) -> int | None:
+    def spawn_pair(self, desc: dict, fds: list[int], uid: int, judge_uid: int) -> tuple[int | None, int | None]:
+        """The program, then its judge (the program's start is the longer one, the judge's first read waits), both
+        made ready before either is forked: what this process writes between two forks is copied again after the
+        second, so the two forks come back to back. Every descriptor of ``fds`` is closed here."""
+        program = self.program_job(desc, fds[:4], uid)
+        judge = self.judge_job(desc, fds[4:], judge_uid)
+        if judge is None:  # its own descriptors are closed
+            for fd in fds[:4]:
+                os.close(fd)
+            return None, None
+        pid = self.fork(fds[:4], program)
+        if pid is None:
+            for fd in fds[4:]:
+                os.close(fd)
+            return None, None
+        return pid, self.fork(fds[4:], judge)
+
+    def program_job(self, desc: dict, fds: list[int], uid: int) -> Callable[[], object]:
+        """The program's process, ready to fork: its directory taken, the heavy imports it asked for warm."""
         t = self.t
-        workdir = ""
-        try:
-            if t.dirs is not None:
-                workdir = desc["workdir"] = t.dirs.take(uid if t.policy.uid_drop else None)
-        except OSError:
-            workdir = ""
+        workdir = t.care.program_dir(desc, uid if t.policy.uid_drop else None)
         for name in desc.get("preload") or ():
             if name in PRELOADABLE and name not in sys.modules:
                 try:
@@ -270,21 +274,22 @@ class Slot:
                 except Exception:  # noqa: BLE001, S110 - only a speed-up
                     pass
         job = Job(desc, fds, t.policy, uid, workdir, t.site_dirs, t.layers)
-        return self.fork(fds, lambda: run_program(job) if len(fds) == 4 else os._exit(1))
+        return lambda: run_program(job)
 
-    def spawn_judge(self, desc: dict, fds: list[int], uid: int) -> int | None:
+    def judge_job(self, desc: dict, fds: list[int], uid: int) -> Callable[[], object] | None:
+        """The judge's process, ready to fork; None (``fds`` closed) where its directory cannot be made."""
         t = self.t
         workdir = ""
         # a directory of its own under its own uid, removed with everything else its uid owns when it exits
-        if t.dirs is not None and t.policy.uid_drop and not scratch.shared_directory(desc, t.policy):
+        if t.care.dirs is not None and t.policy.uid_drop and not scratch.shared_directory(desc, t.policy):
             try:
-                workdir = desc["judge_workdir"] = t.dirs.take(uid)
+                workdir = desc["judge_workdir"] = t.care.dirs.take(uid)
             except OSError:
                 for fd in fds:
                     os.close(fd)
                 return None
         job = Job(desc, fds, t.policy, uid, workdir, t.site_dirs, t.layers, t.private_root)
-        return self.fork(fds, lambda: run_judge(job))
+        return lambda: run_judge(job)
 
     def fork(self, fds: list[int], child: Callable[[], object]) -> int | None:
         """Fork ``child`` (it never returns) into a new PID namespace; this side's copies of ``fds`` are closed."""
@@ -333,15 +338,10 @@ class Slot:
                 if program in self.running:
                     self.running[program].stop_at = min(self.running[program].stop_at,
                                                         time.monotonic() + STOP_GRACE_S)
-                left = []
-                if policy.shares_host_dirs:
-                    exits += cleanup.kill_leftovers(policy, judge_uid, set(self.running) | set(self.judges))
-                    if self.t.dirs is not None:  # emptied for the next job, or removed
-                        left += [why for path in dirs for why in self.t.dirs.release(path)]
-                    if self.t.leftovers is not None:
-                        left = self.t.leftovers.remove_owned(judge_uid).left
+                left, more = self.t.care.after_exit(judge_uid, dirs, set(self.running) | set(self.judges))
+                exits += more
                 if pid in self.waiting:
-                    done = json.loads(self.waiting.pop(pid))
+                    done = self.waiting.pop(pid)
                     self.report.send(json.dumps({**done, "left": done.get("left", []) + left}).encode())
                 elif program in self.running:
                     self.running[program].left += left
@@ -350,24 +350,23 @@ class Slot:
             if prog is None:
                 continue  # an adopted orphan
             del self.by_id[prog.id]
-            if policy.shares_host_dirs:
-                exits += cleanup.kill_leftovers(policy, prog.uid, set(self.running) | set(self.judges))
-                if prog.judge in self.judges:  # still running: the directory waits for it
-                    self.judges[prog.judge][3].append(prog.workdir)
-                elif self.t.dirs is not None:  # emptied for the next job, or removed
-                    prog.left += self.t.dirs.release(prog.workdir)
-                if self.t.leftovers is not None:  # its files, IPC objects and queues: none reaches the next job
-                    prog.left += self.t.leftovers.remove_owned(prog.uid).left
+            judged = prog.judge in self.judges  # still running: the directory waits for it
+            if judged and policy.shares_host_dirs:
+                self.judges[prog.judge][3].append(prog.workdir)
+            left, more = self.t.care.after_exit(prog.uid, [] if judged else [prog.workdir],
+                                                set(self.running) | set(self.judges))
+            exits += more
+            prog.left += left
             if self.t.layers.seccomp is None and policy.uid_drop:  # nothing kept it from keys
                 if self.t.pidns is not None:
                     self.t.pidns.before_fork()
                 limits.clear_user_keys(prog.uid)
-            done = json.dumps({"id": prog.id, "returncode": os.waitstatus_to_exitcode(status),
-                               "timed_out": prog.timed_out, **({"left": prog.left} if prog.left else {})}).encode()
+            done = {"id": prog.id, "returncode": os.waitstatus_to_exitcode(status), "timed_out": prog.timed_out,
+                    **({"left": prog.left} if prog.left else {})}
             if prog.judge in self.judges:
                 self.waiting[prog.judge] = done
             else:
-                self.report.send(done)
+                self.report.send(json.dumps(done).encode())
 
 
 def _kill(pid: int) -> None:

@@ -33,7 +33,10 @@ from .contain import tempdir
 
 OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
-COMPILED_KEPT = 64  # compiled test sets remembered
+# compiled test sets remembered: a whole evaluation set's (HumanEval's 164), so that evaluating it again compiles
+# nothing, within a bound on their tests' source (what their code objects grow with)
+COMPILED_KEPT = 256
+COMPILED_SOURCE_BYTES = 32 << 20
 REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
 _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
 
@@ -71,6 +74,11 @@ def _frames(buf: bytearray) -> list[bytes]:
     return out
 
 
+def _source_bytes(key: tuple) -> int:
+    """The source a remembered test set was compiled from: its tests, setup and trusted helpers."""
+    return sum(len(text) for text in (*key[0], key[1], key[2]) if isinstance(text, str))
+
+
 def _memfile(name: str, data: bytes) -> int:
     """An anonymous in-memory file holding ``data``, read from its start: a program's stdin or source."""
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
@@ -106,6 +114,7 @@ class Zygote:
         self.running: dict[int, _Job] = {}
         self.reports = bytearray()
         self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
+        self.compiled_bytes = 0  # the remembered tests' source
         rep_r, rep_w = os.pipe()  # every forker's exit reports
         cpus = kernel.job_cpus(workers)
         # jobs work in the host's temporary directory: their directories, kept by the forkers, go with the pool
@@ -185,13 +194,21 @@ class Zygote:
             raise SystemExit("forker died") from None
 
     def _compiled(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """``judge.compile_job``, remembered for the last few distinct test sets: the completions of one prompt
-        (a GRPO group) share their tests."""
+        """``judge.compile_job``, remembered for the last distinct test sets: the completions of one prompt (a GRPO
+        group) share their tests, and an evaluation set comes back whole."""
         key = (tuple(fields.get("tests") or ()), fields.get("setup") or "", fields.get("trusted") or "")
-        compiled = self.compiled.pop(key, None) or judge.compile_job(fields)
+        compiled = self.compiled.pop(key, None)
+        if compiled is None:
+            compiled = judge.compile_job(fields)
+        else:
+            self.compiled_bytes -= _source_bytes(key)
         self.compiled[key] = compiled
-        while len(self.compiled) > COMPILED_KEPT:
-            del self.compiled[next(iter(self.compiled))]
+        self.compiled_bytes += _source_bytes(key)
+        while len(self.compiled) > COMPILED_KEPT or (self.compiled_bytes > COMPILED_SOURCE_BYTES
+                                                     and len(self.compiled) > 1):
+            oldest = next(iter(self.compiled))
+            self.compiled_bytes -= _source_bytes(oldest)
+            del self.compiled[oldest]
         return compiled
 
     def _start_io(self, row: IoRow, slot: int) -> None:
