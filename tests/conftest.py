@@ -14,7 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import background  # noqa: E402
 import pinned  # noqa: E402
-from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import save_tiny_model  # noqa: E402
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -50,11 +50,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random 2-layer Llama and its tokenizer in a folder, as `model: <path>` expects."""
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tok = tiny_tokenizer()
-    tiny_model(tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.tiny import tiny_model, tiny_tokenizer  # tests/helpers (conftest)
+from helpers.tiny import save_tiny_model  # tests/helpers (conftest)
 
 from grpo_fast.recipes import get_recipe
 from grpo_fast.rewards.judge_checks import INJECTIONS, probe_judge, self_test
@@ -38,11 +38,7 @@ def model_path() -> str:
 
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tok = tiny_tokenizer()
-    tiny_model(tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
 def _serve(model_path: str, log: Path):

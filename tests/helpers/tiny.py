@@ -87,6 +87,14 @@ def tiny_model(tokenizer, seed: int = 0):
     return model
 
 
+def save_tiny_model(path):
+    """The tiny model and its tokenizer saved in ``path``, a normal HF folder (as ``model: <path>`` expects)."""
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 def tiny_grpo_trainer(tokenizer, reward_funcs, reward_weights, rows, output_dir, max_steps: int = 1):
     """TRL's real GRPOTrainer on a fresh tiny model: 4 completions per step, 8 new tokens, CPU."""
     from datasets import Dataset

@@ -15,7 +15,7 @@ import os
 import signal
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from stat import S_ISDIR
 from typing import NamedTuple
 
@@ -49,19 +49,29 @@ def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
     Never raises: what could not be removed is in ``left``, for the caller to report."""
     removed: list[str] = []
     left: list[str] = []
-    for top in dirs:
+    for entry in owned_entries(dirs, lambda owner: owner == uid):
+        try:
+            _remove_entry(entry.path, entry.is_dir(follow_symlinks=False), removed, left)
+        except OSError:
+            continue  # gone meanwhile (its owner's process removed it)
+    ipc = remove_ipc(uid)
+    return Cleaned(removed + ipc.removed, left + ipc.left)
+
+
+def owned_entries(dirs: Iterable[str], owned: Callable[[int], bool]) -> Iterator[os.DirEntry]:
+    """The entries of ``dirs`` whose owner's uid ``owned`` accepts (not followed if links); an unreadable directory,
+    or an entry gone meanwhile (its owner's process removed it), is passed over."""
+    for top in list(dirs):
         try:
             entries = list(os.scandir(top))
         except OSError:
             continue
         for entry in entries:
             try:
-                if entry.stat(follow_symlinks=False).st_uid == uid:
-                    _remove_entry(entry.path, entry.is_dir(follow_symlinks=False), removed, left)
+                if owned(entry.stat(follow_symlinks=False).st_uid):
+                    yield entry
             except OSError:
-                continue  # gone meanwhile (its owner's process removed it)
-    ipc = remove_ipc(uid)
-    return Cleaned(removed + ipc.removed, left + ipc.left)
+                continue
 
 
 def _remove_entry(path: str, is_dir: bool, removed: list[str], left: list[str]) -> None:
@@ -95,17 +105,7 @@ class Leftovers:
 
     def _collect(self, dirs: Iterable[str]) -> None:
         """Every entry of ``dirs`` that a job uid owns becomes a name to look at."""
-        for top in list(dirs):
-            try:
-                entries = list(os.scandir(top))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    if self.is_job_uid(entry.stat(follow_symlinks=False).st_uid):
-                        self.names.add(entry.path)
-                except OSError:
-                    continue
+        self.names.update(entry.path for entry in owned_entries(dirs, self.is_job_uid))
 
     def _drain(self) -> None:
         """The names made since the last clean-up; a full look where the kernel's queue overflowed."""
