@@ -160,29 +160,30 @@ def launch(argv_after_train: list[str], num_processes: int, config: str | None =
     return subprocess.call(cmd, env=env)
 
 
-
 def release_workers() -> None:
     """Once training is over, every worker meets the others; all but rank 0 then leave the process group,
     done. A worker that exits still in it can abort in gloo's teardown ("terminate called without an active
     exception", pytorch#179291): torchrun then failed a run that had trained. Rank 0 keeps its group while it
-    writes and evaluates alone (a new one would wait for the others) and leaves at the end (``leave_group``).
-    A single process (vLLM colocated on one device starts a group of one) keeps its group."""
+    writes and evaluates alone (a new one would wait for the others) and leaves at the end (``leave_group``)."""
     import torch.distributed as dist
 
-    if launched_workers() and dist.is_available() and dist.is_initialized():
+    if in_workers_group():
         dist.barrier()
         if not rundir.is_main_process():
             dist.destroy_process_group()
 
 
 def leave_group() -> None:
-    """Leave the process group of ``launch``'s workers, if this process is one: nothing else waits any more."""
+    """Leave the workers' process group, if this process is still in one: nothing else waits any more."""
     import torch.distributed as dist
 
-    if launched_workers() and dist.is_available() and dist.is_initialized():
+    if in_workers_group():
         dist.destroy_process_group()
 
 
-def launched_workers() -> bool:
-    """Whether this process is one of several workers (torchrun or accelerate launch set WORLD_SIZE)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+def in_workers_group() -> bool:
+    """Whether this process is one of several workers (torchrun or accelerate launch set WORLD_SIZE) and still in
+    their process group. A single process keeps its own (vLLM colocated on one device starts a group of one)."""
+    import torch.distributed as dist
+
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and dist.is_available() and dist.is_initialized()
