@@ -209,6 +209,9 @@ def save_run(run_dir: Path, cfg: RunConfig, loaded: models.LoadedModel, summary:
 
 # What a failed write raises: OSError; torch.save's RuntimeError; safetensors' SafetensorError (an Exception).
 WRITE_ERRORS = (OSError, RuntimeError, SafetensorError)
+# torch.save's words for a write the disk cut short: its zip writer says "unexpected pos N vs M" when the disk is
+# full (torch 2.13, on a full tmpfs), its file writer "write failed" or "failed writing"
+TORCH_SAVE_SHORT_WRITE = ("write failed", "failed writing", "unexpected pos")
 
 
 def write_error(err: Exception, run_dir: Path) -> Exception:
@@ -218,8 +221,8 @@ def write_error(err: Exception, run_dir: Path) -> Exception:
     if isinstance(err, SafetensorError):  # "I/O error: No space left on device (os error 28)"
         found = re.search(r"os error (\d+)|code: (\d+)", str(err))
         code = int(found.group(1) or found.group(2)) if found else None
-    if isinstance(err, RuntimeError) and ("write failed" in str(err) or "failed writing" in str(err)):
-        code = errno.ENOSPC if shutil.disk_usage(run_dir).free < 64 * 2**20 else errno.EIO  # torch.save's wording
+    if isinstance(err, RuntimeError) and any(words in str(err) for words in TORCH_SAVE_SHORT_WRITE):
+        code = errno.ENOSPC if shutil.disk_usage(run_dir).free < 64 * 2**20 else errno.EIO
     if code not in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO):
         return err
     from grpo_fast.run import checkpoints

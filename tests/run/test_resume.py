@@ -229,6 +229,37 @@ except Exception as err:
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
+def test_full_disk_in_a_torch_save_is_one_message(tmp_path):
+    """torch.save on a full disk (the trainer's optimizer state) raises a RuntimeError whose words name no errno
+    ("unexpected pos 704 vs 598"): still the one disk-full message, never a traceback (it failed a full-disk run
+    with exit 1 once, when the disk filled inside the optimizer's file)."""
+    (tmp_path / "disk").mkdir()
+    run = tmp_path / "disk" / "run"
+    probe = f"""
+import torch
+from pathlib import Path
+from grpo_fast.train import write_error
+run = Path({str(run)!r})
+(run / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+Path({str(tmp_path / "disk" / "filler")!r}).write_bytes(bytes(1024 * 1024 - 64 * 1024))
+try:
+    torch.save({{"w": torch.zeros(2**18)}}, str(run / "checkpoints" / "optimizer.pt"))
+except Exception as err:
+    print(type(err).__name__)
+    print(write_error(err, run))
+"""
+    (tmp_path / "probe.py").write_text(probe)
+    script = f"mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99\n{sys.executable} {tmp_path}/probe.py"
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, message = proc.stdout.split("\n", 1)
+    assert kind == "RuntimeError"
+    assert message.startswith("error: the disk is full: cannot write"), message
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
 def test_full_disk_before_the_first_checkpoint_is_one_message(tiny_model_dir, tmp_path):
     """A disk already full when the run writes its first files (config.yaml, versions.json): exit 2, one message
     naming the path and that nothing is saved yet, no traceback."""
