@@ -192,6 +192,19 @@ def test_resume_line_is_plain_words(tmp_path):
     assert staged.describe(["warm", "main"]) == f"resuming {tmp_path} at stage main from its start"
 
 
+def on_a_full_disk(tmp_path: Path, probe: str) -> tuple[str, str]:
+    """Run ``probe`` (Python) with a 1 MiB tmpfs mounted at ``tmp_path/disk``, in a mount namespace of its own; it
+    prints the error's type, then ``write_error``'s message. Skips where no tmpfs can be mounted."""
+    (tmp_path / "probe.py").write_text(probe)
+    script = f"mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99\n{sys.executable} {tmp_path}/probe.py"
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, message = proc.stdout.split("\n", 1)
+    return kind, message
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare -m (root)")
 def test_full_disk_in_a_safetensors_write_is_one_message(tmp_path):
     """A real SafetensorError (ENOSPC on a 1 MiB tmpfs while a checkpoint's tensors are written) becomes the one
@@ -216,13 +229,7 @@ except Exception as err:
     print(type(err).__name__)
     print(write_error(err, run))
 """
-    (tmp_path / "probe.py").write_text(probe)
-    script = f"mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99\n{sys.executable} {tmp_path}/probe.py"
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
-    if proc.returncode == 99:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    kind, message = proc.stdout.split("\n", 1)
+    kind, message = on_a_full_disk(tmp_path, probe)
     assert kind == "SafetensorError"
     assert message.startswith("error: the disk is full: cannot write"), message
     assert "checkpoint-2 are intact" in message and f"grpo-fast train --resume {run}" in message
@@ -248,13 +255,7 @@ except Exception as err:
     print(type(err).__name__)
     print(write_error(err, run))
 """
-    (tmp_path / "probe.py").write_text(probe)
-    script = f"mount -t tmpfs -o size=1m tmpfs {tmp_path}/disk || exit 99\n{sys.executable} {tmp_path}/probe.py"
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
-    if proc.returncode == 99:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    kind, message = proc.stdout.split("\n", 1)
+    kind, message = on_a_full_disk(tmp_path, probe)
     assert kind == "RuntimeError"
     assert message.startswith("error: the disk is full: cannot write"), message
 
