@@ -190,9 +190,14 @@ STDLIB_PROGRAM = """
 import json
 from grpo_fast.sandbox import Sandbox, make_job
 src = "import calendar, textwrap, csv\\ndef days(y, m):\\n    return calendar.monthrange(y, m)[1]\\n"
+digest = "import hashlib\\ndef md5(s):\\n    return hashlib.md5(s.encode()).hexdigest()\\n"
 sb = Sandbox(workers=1)
-res, = sb.run_many([make_job(src, ["assert days(2024, 2) == 29", "assert days(2023, 1) == 31"], entry_point="days")])
-print(json.dumps({"level": sb.level(), "fraction": res.fraction, "error": res.error}))
+res, hashed = sb.run_many([make_job(src, ["assert days(2024, 2) == 29", "assert days(2023, 1) == 31"],
+                                    entry_point="days"),
+                           make_job(digest, ["assert md5('a') == '0cc175b9c0f1b6a831c399e269772661'"],
+                                    entry_point="md5")])
+print(json.dumps({"level": sb.level(), "fraction": res.fraction, "error": res.error, "hashlib": hashed.fraction,
+                  "hashlib_error": hashed.error}))
 sb.close()
 """
 
@@ -206,6 +211,7 @@ def test_an_honest_stdlib_import_scores_full_in_a_container() -> None:
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["level"] == "landlock+uid-drop" and "cannot read" not in proc.stderr, proc.stderr
     assert report["fraction"] == 1.0, report["error"]
+    assert report["hashlib"] == 1.0, report["hashlib_error"]  # not loaded before the job here: it loads it
 
 
 @needs_root
@@ -220,6 +226,8 @@ def test_an_import_the_containers_uid_cannot_read_says_so() -> None:
     assert "code sandbox: a job's uid cannot read " in proc.stderr, proc.stderr
     assert report["fraction"] == 0.0 and "No module named 'calendar' (refused by the sandbox: a job's uid cannot " \
         "read " in report["error"], report["error"]
+    # the modules a program may import that the pool's own code does not load are loaded before the job here
+    assert report["hashlib"] == 1.0, report["hashlib_error"]
 
 
 def test_six_threats_held_on_the_root_host() -> None:

@@ -17,9 +17,16 @@ from ..verdict import connection, runner  # noqa: F401 - loaded once here, not i
 from . import forker
 from .zygote import Zygote, send
 
-PRELOAD = ("math", "cmath", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect",
-           "operator", "statistics", "decimal", "fractions", "typing", "copy", "hashlib", "json", "datetime", "time",
-           "array", "numbers", "dataclasses", "enum", "abc", "resource", "pickle", "uuid", "ipaddress", "pathlib")
+# Loaded before any job, so that a program's import of them costs it nothing: the common ones, most of which the
+# pool's own code loads anyway.
+PRELOAD = ("math", "random", "string", "re", "itertools", "functools", "collections", "heapq", "bisect", "operator",
+           "decimal", "fractions", "typing", "copy", "json", "datetime", "time", "array", "numbers", "dataclasses",
+           "enum", "abc", "resource", "uuid", "ipaddress", "pathlib")
+# Loaded only where a job's uid cannot read the standard library (there, nothing else imports). Each brings shared
+# libraries of its own (hashlib: OpenSSL's libcrypto), which every fork and every exit of every judge and program
+# then pays for: without them a short job costs ~6% less CPU (docs/sandbox.md, "Speed"). Where the library is
+# readable, the rare program that imports one loads it itself.
+PRELOAD_WHERE_UNREADABLE = ("cmath", "statistics", "hashlib", "pickle")
 
 
 PROBE_UID = 0x3FFFFFF0  # below every job uid (``zygote``), owned by no one: the probe reads as a job would
@@ -59,7 +66,7 @@ def main(argv: list[str]) -> None:
         if unreadable:
             imports_refused = f"a job's uid cannot read {unreadable}: only the modules loaded before the job import"
             warnings.append(imports_refused)
-    for name in PRELOAD:
+    for name in (*PRELOAD, *(PRELOAD_WHERE_UNREADABLE if imports_refused else ())):
         try:
             __import__(name)
         except ImportError:
