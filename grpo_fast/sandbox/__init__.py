@@ -18,8 +18,9 @@ A one-way stack, lowest first (details in docs/sandbox.md); each module imports 
   ``stdio`` (stdin/stdout tests, the output judged as data outside the program).
 * ``pool/`` -- the warm pool: ``warmup`` (the channel code run once on built-in data), ``contain`` (the ordered
   containment steps of a program and of a judge), ``aftercare`` (the clean-up after each job's process where jobs
-  share the host's directories), ``forker`` (a slot's template: set-up, then serving),
-  ``zygote`` (schedules jobs onto slots), ``startup`` (the probe's answer said in the hello; then it serves).
+  share the host's directories), ``template`` (a slot's template, set up once: its layers, its code warm),
+  ``forker`` (the slot's serving loop), ``zygote`` (schedules jobs onto slots), ``startup`` (the probe's answer said
+  in the hello; then it serves).
 * ``client`` -- the trainer's side: ``Sandbox``, ``run_program``, ``run_many``, ``make_job``.
 
 Only the standard library is imported: the zygote loads this package on its own, without grpo_fast (and without

@@ -44,8 +44,8 @@ class Cleaned(NamedTuple):
     left: list[str]
 
 
-def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
-    """Remove every entry of ``dirs`` owned by ``uid`` (a directory with all it holds), and its IPC objects.
+def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS, ipc: bool = True) -> Cleaned:
+    """Remove every entry of ``dirs`` owned by ``uid`` (a directory with all it holds), and (``ipc``) its IPC objects.
     Never raises: what could not be removed is in ``left``, for the caller to report."""
     removed: list[str] = []
     left: list[str] = []
@@ -54,8 +54,8 @@ def remove_owned(uid: int, dirs: tuple[str, ...] = SHARED_DIRS) -> Cleaned:
             _remove_entry(entry.path, entry.is_dir(follow_symlinks=False), removed, left)
         except OSError:
             continue  # gone meanwhile (its owner's process removed it)
-    ipc = remove_ipc(uid)
-    return Cleaned(removed + ipc.removed, left + ipc.left)
+    objects = remove_ipc(uid) if ipc else Cleaned([], [])
+    return Cleaned(removed + objects.removed, left + objects.left)
 
 
 def owned_entries(dirs: Iterable[str], owned: Callable[[int], bool]) -> Iterator[os.DirEntry]:
@@ -89,9 +89,11 @@ class Leftovers:
     is refused, a directory is scanned whole at every clean-up; after a queue overflow, once, for every job uid."""
 
     def __init__(self, is_job_uid: Callable[[int], bool], dirs: tuple[str, ...] = SHARED_DIRS,
-                 watch: tuple[str, ...] = WATCHED_DIRS) -> None:
-        """``dirs``: where jobs may leave entries; ``watch``: those of them inotify covers fully."""
+                 watch: tuple[str, ...] = WATCHED_DIRS, ipc: bool = True) -> None:
+        """``dirs``: where jobs may leave entries; ``watch``: those of them inotify covers fully; ``ipc``: whether
+        jobs may make SysV IPC objects (not where the filter's confining part denies every such call)."""
         self.is_job_uid = is_job_uid
+        self.ipc = ipc
         self.watched: dict[int, str] = {}  # watch descriptor -> directory
         self.names: set[str] = set()  # paths that may hold a job's entry
         self.fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -131,7 +133,7 @@ class Leftovers:
     def remove_owned(self, uid: int) -> Cleaned:
         """As the module's ``remove_owned``: ``uid``'s entries and IPC objects removed, what stays said."""
         if self.fd < 0:
-            return remove_owned(uid, self.scanned)
+            return remove_owned(uid, self.scanned, self.ipc)
         self._drain()
         removed: list[str] = []
         left: list[str] = []
@@ -147,7 +149,7 @@ class Leftovers:
                     self.names.discard(path)
             elif not self.is_job_uid(st.st_uid):
                 self.names.discard(path)  # the host's: no job made it
-        rest = remove_owned(uid, self.scanned)
+        rest = remove_owned(uid, self.scanned, self.ipc)
         return Cleaned(removed + rest.removed, left + rest.left)
 
 

@@ -21,7 +21,7 @@ class Kernel:
     slots: cgroups.SlotLimits | None = None
     seccomp: limits.Seccomp | None = None
     landlock: landlock.Landlock | None = None
-    program: limits.Seccomp | None = None  # a program's own part: where the memory cgroup is refused (``memory``)
+    program: limits.Seccomp | None = None  # a program's own filter: where the memory cgroup is refused (``memory``)
 
     def enter(self, judge: bool = False) -> None:
         """Before anything of the job runs: into the slot's cgroups (the process is still privileged)."""
@@ -50,13 +50,11 @@ class Kernel:
             self.landlock.forget_job(workdir)
 
     def seal(self, program: bool = False) -> None:
-        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (the template's
-        part, inherited, denies every key call); only where the filter is refused a fresh session keyring (its
-        release walks all the host's keys: docs/sandbox.md)."""
+        """After the job's set-up (mounts, uid), before its code: the seccomp filter's job part (a program's own,
+        which holds it, where there is one; the template's part, inherited, denies every key call); only where the
+        filter is refused a fresh session keyring (its release walks all the host's keys: docs/sandbox.md)."""
         if self.seccomp is not None:
-            self.seccomp.install()
-            if program and self.program is not None:
-                self.program.install()
+            (self.program if program and self.program is not None else self.seccomp).install()
         else:
             limits.new_session_keyring()
 

@@ -130,7 +130,9 @@ class Filters(NamedTuple):
 
     template: bytes
     job: bytes
-    program: bytes = b""  # where the memory cgroup is refused: no memory file a program could fill unmapped
+    # where the memory cgroup is refused, what a program installs instead of ``job``: the job part and no memory file
+    # it could fill unmapped (one filter, one install: each filter also runs on every later call)
+    program: bytes = b""
 
 
 SETUP_CALLS = ("unshare", "setns", "mount", "sched_setaffinity")  # the job part: a slot's forker uses these
@@ -188,7 +190,7 @@ def seccomp_filter(confine: bool = False, same_uid: bool = False) -> tuple[Filte
     # socket buffers are kernel memory no watch sees (a few sockets raised to 16 MiB hold gigabytes): default only
     buffers = [(deny, "setsockopt", [_ArgCmp(1, _SCMP_CMP_EQ, _SOL_SOCKET, 0), _ArgCmp(2, _SCMP_CMP_EQ, opt, 0)])
                for opt in _SO_BUFFERS]
-    prog, why = _compile(lib, [(deny, "memfd_create", []), *buffers])
+    prog, why = _compile(lib, [*job, (deny, "memfd_create", []), *buffers])
     return Filters(*parts, program=prog or b""), ""
 
 

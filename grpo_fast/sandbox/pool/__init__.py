@@ -1,5 +1,6 @@
-"""The warm pool, lowest first: ``warmup``, ``contain`` (the containment steps per role), ``forker`` (a slot's
-template and its serving loop), ``zygote``, ``startup`` (run first in the ``python -I -S`` process).
+"""The warm pool, lowest first: ``warmup``, ``contain`` (the containment steps per role), ``aftercare``,
+``template`` (a slot's template, set up once), ``forker`` (its serving loop), ``zygote``, ``startup`` (run first in
+the ``python -I -S`` process).
 
 Empty on purpose: the zygote imports these modules one by one, and nothing more.
 """

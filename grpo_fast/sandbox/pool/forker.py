@@ -2,16 +2,12 @@
 ends them.
 
 Forked from the zygote before any job exists, it never holds a program, a test or anyone's output; it is the clean
-template a judge is forked from. Where each slot has a CPU of its own it runs there, so its jobs' processes are born
-on that CPU and the slot's set-up, reaping and forking never wait for the other slots' (one forker for all slots
-left the slot's CPU idle while it served another: 17-20% of a warm HumanEval batch's wall time).
-
-``set_up`` makes the template once: the slot's kernel layers, namespaces, minimal root and Landlock as the
-``Policy`` says. ``Slot.serve`` then takes the jobs: per job it receives limits and six descriptors (the program's
-end of the verdict channel, its stdout and stderr, the judge's end of the channel, and the judge's line to the
-zygote), forks the judge and the program (each contained by ``contain``'s steps), and reports the program's exit.
-Both are killed at the hard deadline, the program also shortly after the judge finished with it; with a PID
-namespace each death takes every process it started along.
+template a judge is forked from (``template.set_up`` makes it once: the slot's kernel layers, namespaces, minimal
+root and Landlock as the ``Policy`` says). ``Slot.serve`` then takes the jobs: per job it receives limits and six
+descriptors (the program's end of the verdict channel, its stdout and stderr, the judge's end of the channel, and
+the judge's line to the zygote), forks the judge and the program (each contained by ``contain``'s steps), and
+reports the program's exit. Both are killed at the hard deadline, the program also shortly after the judge finished
+with it; with a PID namespace each death takes every process it started along.
 """
 
 from __future__ import annotations
@@ -26,37 +22,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, memory, namespaces
+from ..isolation import cgroups, cleanup, limits, memory, namespaces
 from ..policy import Policy
 from ..verdict import pytest_run, scratch
-from .aftercare import Aftercare
-from .contain import Job, enter_environment, run_judge, run_program, tempdir
-from .warmup import readable, warm_up
+from .contain import Job, run_judge, run_program
+from .template import UID_SPAN, Template, set_up
+from .warmup import readable
 
 # after the judge is done: time for the program to flush its output and exit by itself
 STOP_GRACE_S = 0.1
 HARD_EXTRA_S = 1.0  # the judge enforces the timeout; this is the backstop
 IO_EXTRA_S = 0.05  # a stdin test has no judge: its time limit is enforced here
-UID_SPAN = 0xFFFF0  # job uids cycle through this many values per zygote
 # heavy imports worth keeping warm once a program asked for them
 PRELOADABLE = frozenset({"numpy"})
-
-
-@dataclass
-class Template:
-    """What ``set_up`` leaves for serving: the slot's policy and layers, shared by every job's process."""
-
-    policy: Policy
-    uid_bases: tuple[int, int]
-    site_dirs: list[str]
-    private_root: bool
-    cpu: int | None  # the slot's own CPU, or None
-    layers: kernel.Kernel
-    pidns: namespaces.PidNamespaces | None  # each job's processes in a PID namespace of their own
-    networks: namespaces.SlotNetwork | None
-    watch: memory.Watch | None  # a job's memory, where the memory cgroup is refused
-    limit_shm: bool  # each job's IPC namespace gets the job's shmall (found to work at the pool's start)
-    care: Aftercare  # the clean-up after each job's process: its directories and leftovers, where they are kept
 
 
 @dataclass
@@ -85,63 +63,6 @@ def main(jobs: socket.socket, report_fd: int, policy: Policy, uid_bases: tuple[i
     Slot(template, jobs, report_fd).serve()
 
 
-def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], private_root: bool, slot: int,
-           cpu: int | None, slot_cgroups: cgroups.Cgroups, seccomp: limits.Filters | None,
-           limit_shm: bool = False, dirs_prefix: str = "") -> Template:
-    """The template every job's process is forked from: its layers set once, its code warm, its heap frozen."""
-    # every process of the slot's jobs is born here; the filter keeps them here
-    if cpu is not None:
-        # refused (the CPU went offline): this forker dies, the pool restarts
-        os.sched_setaffinity(0, {cpu})
-    # the slot's cgroups are found before the root is left
-    layers = kernel.Kernel(cgroups.SlotLimits(slot_cgroups, slot) if slot_cgroups.slots else None,
-                           limits.Seccomp(seccomp.job) if seccomp else None)
-    namespaces.set_pdeathsig()
-    namespaces.set_nondumpable()
-    # never execs: inherited by every judge and program, which then need not set it
-    namespaces.set_no_new_privs()
-    pidns = namespaces.PidNamespaces() if policy.namespaces else None
-    networks = namespaces.SlotNetwork() if pidns is not None else None
-    if pidns is None:
-        namespaces.set_subreaper()  # orphans of programs come to us, to be killed
-    # programs see the system, the interpreter and its packages; not the user's files or datasets
-    if private_root:
-        namespaces.minimal_root(*kernel.root_view(site_dirs))
-    watch = None
-    # the kernel's per-job memory limit is refused: ``memory`` instead
-    if "memory" not in slot_cgroups.slots:
-        # /dev/shm is not the user's own
-        watch = memory.Watch(shared_shm=policy.uid_drop and pidns is None)
-        layers.program = limits.Seccomp(seccomp.program) if seccomp and seccomp.program else None
-    # watched from before the first job (and before Landlock's layer: its reads only)
-    leftovers = cleanup.Leftovers(lambda u: any(0 <= u - b < UID_SPAN for b in uid_bases)) \
-        if policy.shares_host_dirs and policy.uid_drop else None
-    if policy.landlock:  # reads of what a program needs, for every job (each adds its own layer)
-        layers.landlock = landlock.Landlock(landlock.abi(), shm=policy.uid_drop)
-        keep, hide = kernel.root_view(site_dirs)
-        layers.landlock.confine_template([*namespaces.SYSTEM_DIRS, *keep], hide,
-                                         list(dict.fromkeys([*cleanup.SHARED_DIRS, tempdir()])))
-    # the part this process never needs, once for every job (its jobs add the rest when set up)
-    if seccomp:
-        limits.Seccomp(seccomp.template).install()
-    # every job runs in the same working directory (or in a new one in the same place): its environment is set
-    # here (the host's temporary directory found before Landlock's layer, where it is one)
-    enter_environment(namespaces.JOB_WORKDIR if policy.namespaces else tempdir())
-    # a program writes through these (on its own pipes): empty from here on
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    # our channel code specialised once, on built-in data, rather than in every job's process
-    warm_up()
-    namespaces.single_threaded()
-    gc.collect(1)  # the warm-up's garbage is young: no need to walk the whole heap
-    # what every job's process inherits: the collector never walks it, so fork's pages stay shared
-    gc.freeze()
-    dirs = jobdirs.JobDirs(tempdir(), dirs_prefix or f"{jobdirs.PREFIX}{os.getpid()}_", layers.prepare_files,
-                           layers.forget_files) if pidns is None else None
-    return Template(policy, uid_bases, site_dirs, private_root, cpu, layers, pidns, networks, watch,
-                    limit_shm and watch is not None and networks is not None, Aftercare(policy, dirs, leftovers))
-
-
 class Slot:
     """The serving loop: jobs in from the zygote, processes forked, deadlines and memory enforced, exits reported."""
 
@@ -159,7 +80,7 @@ class Slot:
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGCHLD, _woken)
         signal.set_wakeup_fd(wake_w)
 
     def serve(self) -> None:
@@ -367,6 +288,11 @@ class Slot:
                 self.waiting[prog.judge] = done
             else:
                 self.report.send(json.dumps(done).encode())
+
+
+def _woken(*_: object) -> None:
+    """SIGCHLD's handler (the wake-up descriptor wakes the loop); module-level, so that a job's process that sets
+    SIGCHLD back to its default frees no function of the template's (each freed object a page copied)."""
 
 
 def _kill(pid: int) -> None:

@@ -14,7 +14,7 @@ import sys
 from ..isolation import cgroups, kernel, limits, memory, namespaces, probe, userns
 from ..policy import POLICIES
 from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
-from . import forker
+from . import template
 from .zygote import Zygote, send
 
 # Loaded before any job, so that a program's import of them costs it nothing: the common ones, most of which the
@@ -24,7 +24,7 @@ PRELOAD = ("math", "random", "string", "re", "itertools", "functools", "collecti
            "enum", "abc", "resource", "uuid", "ipaddress", "pathlib")
 # Loaded only where a job's uid cannot read the standard library (there, nothing else imports). Each brings shared
 # libraries of its own (hashlib: OpenSSL's libcrypto), which every fork and every exit of every judge and program
-# then pays for: without them a short job costs ~6% less CPU (docs/sandbox.md, "Speed"). Where the library is
+# then pays for: without them a short job costs ~6% less CPU (docs/sandbox.md, "Host kinds"). Where the library is
 # readable, the rare program that imports one loads it itself.
 PRELOAD_WHERE_UNREADABLE = ("cmath", "statistics", "hashlib", "pickle")
 
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
                  if state.startswith("refused")]
     zygote = Zygote(policy, workers, site_dirs, private_root, slot_cgroups, None if why else seccomp,
                     layers.get("sysv shm limit", "").startswith("holds") and policy.namespaces)
-    own_uids = [[base, base + forker.UID_SPAN] for base in zygote.uid_bases] if policy.uid_drop else []
+    own_uids = [[base, base + template.UID_SPAN] for base in zygote.uid_bases] if policy.uid_drop else []
     send(1, {"level": policy.name, "warnings": warnings, "layers": layers, "imports_refused": imports_refused,
              "uids": own_uids})
     zygote.serve()
