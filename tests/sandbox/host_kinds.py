@@ -31,7 +31,7 @@ from pathlib import Path
 
 # Imported here, not in the forked child: another thread of the suite may be importing when a background run
 # forks (tests/helpers/background.py).
-from grpo_fast.sandbox.isolation import namespaces as isolation
+from grpo_fast.sandbox.isolation import mounts as isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "grpo_sbx_user"

@@ -345,7 +345,7 @@ def test_fallback_levels(level: str, caplog: pytest.LogCaptureFixture) -> None:
 def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
     """A virtualenv under /tmp (tmp_path is there) stays importable, read-only, under the program's fresh /tmp;
     everything else of the host's /tmp is gone."""
-    from grpo_fast.sandbox.isolation import namespaces as isolation
+    from grpo_fast.sandbox.isolation import mounts, namespaces
 
     if not _namespaces_work():
         pytest.skip("needs mount namespaces")
@@ -356,8 +356,8 @@ def test_private_tmp_keeps_an_interpreter_that_lives_in_tmp(tmp_path) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            isolation.libc.unshare(0x20000)  # CLONE_NEWNS
-            isolation.enter_private_fs([str(tmp_path / "venv"), str(venv)])
+            namespaces.libc.unshare(0x20000)  # CLONE_NEWNS
+            mounts.enter_private_fs([str(tmp_path / "venv"), str(venv)])
             seen = (venv / "mod.py").read_text() == "X = 1\n"
             hidden = not (tmp_path / "secret.txt").exists()
             try:

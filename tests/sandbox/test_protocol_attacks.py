@@ -19,7 +19,7 @@ import pytest
 
 from grpo_fast import sandbox as sb
 from grpo_fast.rewards.code import make_code_execution_reward
-from grpo_fast.sandbox.verdict import wire
+from grpo_fast.sandbox.verdict import encoder, wire
 from grpo_fast.sandbox.verdict.connection import Connection
 from grpo_fast.sandbox.verdict.wire import Ref, WireError
 
@@ -55,7 +55,7 @@ def _judge_decode(data: bytes) -> object:
 
 
 def _encode(value: object) -> bytes:
-    return wire.Encoder(lambda o, by_handle: Ref("h", (0, "x", ""))).encode(value)
+    return encoder.Encoder(lambda o, by_handle: Ref("h", (0, "x", ""))).encode(value)
 
 
 def _compound(tag: bytes, *children: bytes) -> bytes:

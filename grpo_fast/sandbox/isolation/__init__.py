@@ -1,5 +1,6 @@
 """The host's isolation mechanisms, one file each, lowest first: ``limits``, ``cgroups``, ``userns``, ``landlock``,
-``namespaces``, ``kernel``, ``cleanup``, ``memory``, ``probe``. Which of them a job gets is its ``policy.Policy``.
+``namespaces``, ``mounts``, ``kernel``, ``cleanup``, ``memory``, ``probe``. Which of them a job gets is its
+``policy.Policy``.
 
 Empty on purpose: the zygote imports these modules one by one, and nothing more.
 """

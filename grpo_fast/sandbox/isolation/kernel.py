@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import cgroups, landlock, limits, namespaces
+from . import cgroups, landlock, limits, mounts
 
 JOB_UMASK = 0o077  # where jobs share the host's directories: no file of a job's is open to another uid
 
@@ -75,4 +75,4 @@ def root_view(site_dirs: list[str]) -> tuple[list[str], list[str]]:
     venv = os.path.dirname(os.path.dirname(sys.executable))
     venvs = [venv] if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) else []
     return list(dict.fromkeys([sys.base_prefix, sys.prefix, *venvs, *site_dirs])), [
-        os.path.join(d, h) for d in site_dirs for h in namespaces.HIDDEN_IN_PACKAGES]
+        os.path.join(d, h) for d in site_dirs for h in mounts.HIDDEN_IN_PACKAGES]

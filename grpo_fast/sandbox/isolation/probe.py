@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ..policy import LANDLOCK, OWN_UID, POLICIES, RLIMITS_ONLY, STRONGEST, UID_DROP, USERNS, Policy, weaker_than
-from . import cgroups, landlock, namespaces, userns
+from . import cgroups, landlock, mounts, namespaces, userns
 
 
 def needs_user_namespace(requested: str) -> bool:
@@ -51,7 +51,7 @@ def namespaces_work() -> bool:
             if c == 0:
                 try:
                     namespaces.check(namespaces.libc.unshare(namespaces.CLONE_NEWNS), "unshare mount")
-                    namespaces.enter_private_fs()
+                    mounts.enter_private_fs()
                     os._exit(0 if os.getpid() == 1 else 1)
                 finally:
                     os._exit(1)

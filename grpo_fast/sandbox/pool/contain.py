@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..isolation import kernel, limits, namespaces
+from ..isolation import kernel, limits, mounts, namespaces
 from ..policy import Policy
 from ..verdict import judge, scratch
 from ..verdict.runner import serve
@@ -65,7 +65,7 @@ def enter_judge_cgroups(job: Job) -> None:
 def program_workdir(job: Job) -> None:
     """Its own mount namespace with a private /proc and /tmp where the policy has namespaces."""
     if job.policy.namespaces:
-        job.workdir = namespaces.private_workdir(job.policy, job.uid, job.workdir, kernel.root_view(job.site_dirs)[0])
+        job.workdir = mounts.private_workdir(job.policy, job.uid, job.workdir, kernel.root_view(job.site_dirs)[0])
 
 
 def judge_workdir(job: Job) -> None:
@@ -76,8 +76,8 @@ def judge_workdir(job: Job) -> None:
     policy, desc = job.policy, job.desc
     job.shared = scratch.shared_directory(desc, policy)
     if policy.namespaces:  # a fresh /tmp of its own (JOB_WORKDIR): the read-only minimal root has no writable one
-        job.workdir = "/" if job.private_root and not desc.get("scratch") else namespaces.private_workdir(
-            policy, job.uid, namespaces.JOB_WORKDIR, kernel.root_view(job.site_dirs)[0])
+        job.workdir = "/" if job.private_root and not desc.get("scratch") else mounts.private_workdir(
+            policy, job.uid, mounts.JOB_WORKDIR, kernel.root_view(job.site_dirs)[0])
     else:
         job.workdir = desc["workdir"] if job.shared else job.workdir or tempdir()
 
@@ -141,7 +141,7 @@ def seal_judge(job: Job) -> None:
 
 
 def job_environment(job: Job) -> None:
-    enter_environment(namespaces.JOB_WORKDIR if job.policy.namespaces else job.workdir)
+    enter_environment(mounts.JOB_WORKDIR if job.policy.namespaces else job.workdir)
 
 
 def program_interpreter(job: Job) -> None:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from ..isolation import cgroups, kernel, limits, memory, namespaces, probe, userns
+from ..isolation import cgroups, kernel, limits, memory, mounts, namespaces, probe, userns
 from ..policy import POLICIES
 from ..verdict import connection, runner  # noqa: F401 - loaded once here, not in every process
 from . import template
@@ -59,10 +59,10 @@ def main(argv: list[str]) -> None:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         needed = [*kernel.root_view(site_dirs)[0], os.path.dirname(os.__file__), here]
         try:
-            namespaces.expose_interpreter(needed)
+            mounts.expose_interpreter(needed)
         except OSError:
             pass  # mounts refused (a container): whether a job's uid can read them anyway is tried next
-        unreadable = namespaces.unreadable_to(PROBE_UID, needed) if policy.uid_drop else ""  # else: the user's
+        unreadable = mounts.unreadable_to(PROBE_UID, needed) if policy.uid_drop else ""  # else: the user's
         if unreadable:
             imports_refused = f"a job's uid cannot read {unreadable}: only the modules loaded before the job import"
             warnings.append(imports_refused)
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
             __import__(name)
         except ImportError:
             pass
-    private_root = policy.namespaces and namespaces.minimal_root_works(*kernel.root_view(site_dirs))
+    private_root = policy.namespaces and mounts.minimal_root_works(*kernel.root_view(site_dirs))
     if policy.namespaces and not private_root:
         warnings.append("programs can read the host's files (a private root was refused)")
     layers = probe.kernel_layers(policy, slot_cgroups, why)
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
         layers["cgroup cpu"] = "holds (not needed: one CPU per slot, pinned, and the seccomp filter keeps it so)"
     if "memory watch" in layers:  # tried where the forker will run it: its root, a job's IPC namespace
         root = kernel.root_view(site_dirs)
-        refused = memory.refused_where_forked(lambda: namespaces.minimal_root(*root) if private_root else None,
+        refused = memory.refused_where_forked(lambda: mounts.minimal_root(*root) if private_root else None,
                                               policy.namespaces)
         layers.update({layer: f"refused: {reason}" for layer, reason in refused.items()})
     warnings += [f"{layer} refused by this host: {state[len('refused: '):]}" for layer, state in layers.items()

@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, memory, namespaces
+from ..isolation import cgroups, cleanup, jobdirs, kernel, landlock, limits, memory, mounts, namespaces
 from ..policy import Policy
 from .aftercare import Aftercare
 from .contain import enter_environment, tempdir
@@ -57,7 +57,7 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
         namespaces.set_subreaper()  # orphans of programs come to us, to be killed
     # programs see the system, the interpreter and its packages; not the user's files or datasets
     if private_root:
-        namespaces.minimal_root(*kernel.root_view(site_dirs))
+        mounts.minimal_root(*kernel.root_view(site_dirs))
     watch = None
     # the kernel's per-job memory limit is refused: ``memory`` instead
     if "memory" not in slot_cgroups.slots:
@@ -73,14 +73,14 @@ def set_up(policy: Policy, uid_bases: tuple[int, int], site_dirs: list[str], pri
     if policy.landlock:  # reads of what a program needs, for every job (each adds its own layer)
         layers.landlock = landlock.Landlock(landlock.abi(), shm=policy.uid_drop)
         keep, hide = kernel.root_view(site_dirs)
-        layers.landlock.confine_template([*namespaces.SYSTEM_DIRS, *keep], hide,
+        layers.landlock.confine_template([*mounts.SYSTEM_DIRS, *keep], hide,
                                          list(dict.fromkeys([*cleanup.SHARED_DIRS, tempdir()])))
     # the part this process never needs, once for every job (its jobs add the rest when set up)
     if seccomp:
         limits.Seccomp(seccomp.template).install()
     # every job runs in the same working directory (or in a new one in the same place): its environment is set
     # here (the host's temporary directory found before Landlock's layer, where it is one)
-    enter_environment(namespaces.JOB_WORKDIR if policy.namespaces else tempdir())
+    enter_environment(mounts.JOB_WORKDIR if policy.namespaces else tempdir())
     # a program writes through these (on its own pipes): empty from here on
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

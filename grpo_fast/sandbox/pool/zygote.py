@@ -21,48 +21,20 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..isolation import cgroups, cleanup, jobdirs, kernel, limits
 from ..policy import Policy
-from ..verdict import decoder, judge, wire
+from ..verdict import decoder, wire
 from ..verdict.stdio import IoRow
 from . import forker
+from .compiled import CompiledTests
 from .contain import tempdir
+from .jobs import OUT_CAP, Job, result
 
-OUT_CAP = 64 * 1024  # kept per stream; the rest is read and dropped, so printing never blocks or fails
 JUDGE_EXTRA_S = 1.5  # past the timeout, a judge that has not answered is killed
-# compiled test sets remembered: a whole evaluation set's (HumanEval's 164), so that evaluating it again compiles
-# nothing, within a bound on their tests' source (what their code objects grow with)
-COMPILED_KEPT = 256
-COMPILED_SOURCE_BYTES = 32 << 20
 REPORT_EXTRA_S = 4.0  # past the timeout, a missing exit report is a sandbox fault
 _NUMPY = re.compile(r"^\s*(?:import|from)\s+numpy\b", re.M)
-
-
-@dataclass
-class _Job:
-    """One run of a program: a whole job (judged through the channel), or one stdin test of an ``IoRow``."""
-
-    spec: dict[str, Any]
-    slot: int
-    t0: float
-    run_id: int = 0  # the forker's id for this run: the job's own id, or a fresh one per stdin test
-    row: IoRow | None = None
-    cap: int = OUT_CAP  # stdout bytes kept
-    overflow: bool = False  # a stdin test printed more than ``cap``: stopped, failed
-    check: bool = False  # this run is the dataset's checker judging the previous run's output
-    judge: socket.socket | None = None  # the zygote's line to this job's judge
-    judge_buf: bytearray = field(default_factory=bytearray)
-    verdict: dict[str, Any] | None = None
-    report: dict[str, Any] | None = None
-    report_at: float = 0.0
-    out: dict[int, bytearray] = field(default_factory=dict)  # open read end -> captured bytes
-
-    @property
-    def timeout(self) -> float:
-        return float(self.spec["timeout"])
 
 
 def _frames(buf: bytearray) -> list[bytes]:
@@ -72,11 +44,6 @@ def _frames(buf: bytearray) -> list[bytes]:
         out.append(bytes(buf[4:4 + n]))
         del buf[:4 + n]
     return out
-
-
-def _source_bytes(key: tuple) -> int:
-    """The source a remembered test set was compiled from: its tests, setup and trusted helpers."""
-    return sum(len(text) for text in (*key[0], key[1], key[2]) if isinstance(text, str))
 
 
 def _memfile(name: str, data: bytes) -> int:
@@ -111,10 +78,9 @@ class Zygote:
         self.next_run = 1 << 40  # ids of stdin test runs, never a client's job id
         self.runs = 0  # every run's uid comes from this count: no two live runs (of any slot) share a uid
         self.queue: list[dict[str, Any]] = []
-        self.running: dict[int, _Job] = {}
+        self.running: dict[int, Job] = {}
         self.reports = bytearray()
-        self.compiled: dict[tuple, dict[str, Any]] = {}  # least recently used first
-        self.compiled_bytes = 0  # the remembered tests' source
+        self.compiled = CompiledTests()
         rep_r, rep_w = os.pipe()  # every forker's exit reports
         cpus = kernel.job_cpus(workers)
         # jobs work in the host's temporary directory: their directories, kept by the forkers, go with the pool
@@ -147,7 +113,7 @@ class Zygote:
         if spec.get("kind") == "io":
             self._start_io(IoRow(spec, t0=time.monotonic()), slot)
             return
-        job = self.running[spec["id"]] = _Job(spec, slot, time.monotonic(), spec["id"])
+        job = self.running[spec["id"]] = Job(spec, slot, time.monotonic(), spec["id"])
         judge_end, program_end = socket.socketpair()
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -157,7 +123,7 @@ class Zygote:
             job.out[fd] = bytearray()
         keys = ("setup", "tests", "timeout", "expose", "trusted", "pytest")  # never the program's source
         fields = {k: spec.get(k) for k in keys}
-        compiled = self._compiled(fields)
+        compiled = self.compiled.get(fields)
         payload = marshal.dumps({**fields, "compiled": compiled})  # to the judge (trusted)
         load = _memfile("load", marshal.dumps((spec.get("source") or "", spec.get("setup") or "")))
         desc = {"op": "run", "id": spec["id"], "uid": self._next_uid(), "timeout": spec["timeout"],
@@ -193,24 +159,6 @@ class Zygote:
         except OSError:  # the forker is gone: its slot could never run a job again
             raise SystemExit("forker died") from None
 
-    def _compiled(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """``judge.compile_job``, remembered for the last distinct test sets: the completions of one prompt (a GRPO
-        group) share their tests, and an evaluation set comes back whole."""
-        key = (tuple(fields.get("tests") or ()), fields.get("setup") or "", fields.get("trusted") or "")
-        compiled = self.compiled.pop(key, None)
-        if compiled is None:
-            compiled = judge.compile_job(fields)
-        else:
-            self.compiled_bytes -= _source_bytes(key)
-        self.compiled[key] = compiled
-        self.compiled_bytes += _source_bytes(key)
-        while len(self.compiled) > COMPILED_KEPT or (self.compiled_bytes > COMPILED_SOURCE_BYTES
-                                                     and len(self.compiled) > 1):
-            oldest = next(iter(self.compiled))
-            self.compiled_bytes -= _source_bytes(oldest)
-            del self.compiled[oldest]
-        return compiled
-
     def _start_io(self, row: IoRow, slot: int) -> None:
         """The row's next stdin test (or the checker on the last one's output): the input and the program in
         memory files, no judge (the verdict is made here from the output bytes or the checker's status)."""
@@ -218,7 +166,7 @@ class Zygote:
         spec = row.spec
         self.next_run += 1
         checking = kind == "check"
-        job = _Job(spec, slot, time.monotonic(), self.next_run, row, row.cap(i), verdict={}, check=checking)
+        job = Job(spec, slot, time.monotonic(), self.next_run, row, row.cap(i), verdict={}, check=checking)
         self.running[job.run_id] = job
         given = row.check_input(i) if checking else row.inputs[i]
         stdin = _memfile("stdin", given.encode())
@@ -236,7 +184,7 @@ class Zygote:
         for fd in (stdin, source, out_w, err_w):
             os.close(fd)
 
-    def _io_done(self, job: _Job) -> None:
+    def _io_done(self, job: Job) -> None:
         """A stdin test ended: judge its output, then run the row's next test in the same slot, or answer."""
         del self.running[job.run_id]
         row = job.row
@@ -251,15 +199,15 @@ class Zygote:
         self.free.append(job.slot)
         send(1, {"id": row.spec["id"], **row.result(time.monotonic() - row.t0)})
 
-    def _close_judge(self, job: _Job) -> None:
+    def _close_judge(self, job: Job) -> None:
         if job.judge is not None:
             job.judge.close()
             job.judge = None
 
-    def _stop(self, job: _Job) -> None:
+    def _stop(self, job: Job) -> None:
         self._to_forker(job.slot, {"op": "stop", "id": job.run_id})
 
-    def _on_verdict(self, job: _Job) -> None:
+    def _on_verdict(self, job: Job) -> None:
         try:
             chunk = job.judge.recv(1 << 16) if job.judge else b""
         except BlockingIOError:
@@ -279,7 +227,7 @@ class Zygote:
                 job.verdict = {"status": "judge-error", "error": "unreadable verdict", "passed": [], "n": -1}
         self._close_judge(job)  # the judge exits after its verdict: then the forker stops the program
 
-    def _on_output(self, job: _Job, fd: int) -> None:
+    def _on_output(self, job: Job, fd: int) -> None:
         try:
             chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
@@ -320,25 +268,6 @@ class Zygote:
                     if isinstance(buf, bytearray):
                         os.close(fd)
                         job.out[fd] = bytes(buf)
-
-    def _finish(self, job: _Job) -> dict[str, Any]:
-        v, r, spec = job.verdict or {}, job.report or {}, job.spec
-        n = len(spec.get("tests") or [])
-        if spec.get("pytest") and type(v.get("n")) is int and v["n"] >= 0:  # a pytest file: as many as pytest ran
-            n = v["n"]
-        rc = r.get("returncode")
-        status = v.get("status", "exited")
-        if status == "lost":
-            status = "killed" if rc is not None and rc < 0 else "exited"
-        elif status not in ("ok", "error", "timeout"):
-            status = "exited"
-        passed = v.get("passed") if v.get("n") == n else None
-        error = v.get("error") or (f"sandbox fault: {r['fault']}" if r.get("fault") else "")
-        outs = list(job.out.values())
-        return {"id": spec["id"], "status": status, "returncode": rc, "wall_s": time.monotonic() - job.t0,
-                "stdout": bytes(outs[0]).decode(errors="replace"), "stderr": bytes(outs[1]).decode(errors="replace"),
-                "passed": passed if isinstance(passed, list) else [], "n_tests": n, "error": error,
-                "failures": v.get("failures") or [], "left": [str(p) for p in r.get("left") or ()]}
 
     def serve(self) -> None:
         """Jobs from stdin, results to stdout (4-byte length + JSON frames), until stdin closes."""
@@ -386,5 +315,5 @@ class Zygote:
                         continue
                     del self.running[jid]
                     self.free.append(job.slot)
-                    send(1, self._finish(job))
+                    send(1, result(job))
             cleanup.reap()

@@ -15,7 +15,7 @@ import types
 import warnings
 from typing import Any
 
-from . import decoder, mutables, wire
+from . import decoder, encoder, mutables, wire
 from .abcs import CONTAINER_ABCS
 from .channel import Channel
 from .classes import MAX_CLASSES, RemoteClass, class_handle, program_class
@@ -223,7 +223,7 @@ class Connection:
 
     # -- encoding: call arguments; data by value, candidate objects by handle, judge objects lent
     def dumps(self, obj: Any) -> bytes:
-        return wire.Encoder(self.hook, _is_remote, self.exception).encode(obj)
+        return encoder.Encoder(self.hook, _is_remote, self.exception).encode(obj)
 
     def hook(self, obj: Any, by_handle: bool) -> Ref | Plain:
         if isinstance(obj, Remote):
@@ -253,7 +253,7 @@ class Connection:
         """An exception the test raises into the program: its class, never an assertion's message (it may
         hold an expected value)."""
         hid = self.exc_hids.get(id(type(exc)))
-        name, message, args, _ = wire.exception_fields(exc)
+        name, message, args, _ = encoder.exception_fields(exc)
         if isinstance(exc, AssertionError):
             message, args = "", ()
         return (Ref("h", (hid,)) if hid is not None else name), message, args, {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import wire
 from .abcs import declared_abcs
+from .encoder import exception_fields
 from .lent import Judged
 from .wire import ASYNC_FUNCTION, SETUP_MODULE, SOLUTION_MODULE, Plain, Ref
 
@@ -102,7 +103,7 @@ class Exports:
 
     def exception(self, exc: BaseException) -> tuple:
         """Class, message, args, public attributes, and the cause (``raise ... from err``) where there is one."""
-        _, message, args, attrs = wire.exception_fields(exc)
+        _, message, args, attrs = exception_fields(exc)
         cause = exc.__cause__
         fields = (self.exception_class(type(exc)), message, args, attrs)
         return (*fields, cause) if isinstance(cause, BaseException) else fields

@@ -26,9 +26,10 @@ from typing import Any
 
 from . import pytest_run
 from .connection import Connection
+from .encoder import Encoder
 from .names import IMPORTABLE_PACKAGES, importable, module_for_test, name_for_test
 from .shared_state import SharedState
-from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Encoder, Lost, Stream, WireError
+from .wire import SETUP_MODULE, SOLUTION_MODULE, Deadline, Lost, Stream, WireError
 
 _encode = Encoder(lambda obj, by_handle: _not_data(obj)).encode
 

@@ -20,7 +20,7 @@ import types
 import warnings
 from typing import Any
 
-from . import decoder, wire
+from . import decoder, encoder, wire
 from .channel import LOAD, Channel
 from .exports import Exports, Handle, by_hook
 from .lent import IN_PLACE, Judged, put_back
@@ -54,7 +54,7 @@ class Runner(Exports):
         self.channel = Channel(Stream(sock), self.dumps, self.loads, self.dispatch, self.shrink)
 
     def dumps(self, obj: Any) -> bytes:
-        return wire.Encoder(self.hook, by_hook, self.exception).encode(obj)
+        return encoder.Encoder(self.hook, by_hook, self.exception).encode(obj)
 
     def shrink(self, op: str, value: Any) -> Any:
         """A reply too large for a frame: its value stays here, the judge gets a handle (``len`` etc. still work)."""

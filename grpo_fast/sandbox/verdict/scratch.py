@@ -19,7 +19,7 @@ from typing import Any
 
 from ..policy import Policy
 
-WORKDIR = "/tmp/work"  # namespaces.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
+WORKDIR = "/tmp/work"  # mounts.JOB_WORKDIR: the same path on both sides, so absolute paths mean the same file
 MAX_FILES = 256
 MAX_BYTES = 8 << 20
 _SKIP = frozenset({"solution.py"})
