@@ -24,6 +24,7 @@ _MACHINE = os.uname().machine
 
 JOB_WORKDIR = "/tmp/work"  # a job's working directory at the strongest level: /tmp is a fresh tmpfs, the name is fixed
 
+
 def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
     check(libc.mount(src.encode(), dst.encode(), fstype.encode() if fstype else None, flags,
                       data.encode() if data else None), f"mount {dst}")
